@@ -1,0 +1,23 @@
+#pragma once
+/// \file
+/// attn, host umbrella: views, policies, every stage, the reference and the Eigen CPU backend.
+///
+///     #include <attn/attn.hpp>
+///     attn::attention(attn::cpu, q, k, v, o, attn::attention_options{.causal = true});
+
+#include "attn/core/config.hpp"
+#include "attn/core/error.hpp"
+#include "attn/core/host_tensor.hpp"
+#include "attn/core/numeric.hpp"
+#include "attn/core/options.hpp"
+#include "attn/core/policy.hpp"
+#include "attn/core/tensor_view.hpp"
+#include "attn/ops/attention.hpp"
+#include "attn/ops/mask.hpp"
+#include "attn/ops/multi_head.hpp"
+#include "attn/ops/projection.hpp"
+#include "attn/ops/scores.hpp"
+#include "attn/ops/softmax.hpp"
+#include "attn/ops/weighted_values.hpp"
+#include "attn/backend/reference/backend.hpp"
+#include "attn/backend/cpu/backend.hpp"
