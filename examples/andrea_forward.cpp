@@ -23,14 +23,13 @@ int main(int argc, char** argv) {
     for (attn::index_t i = 0; i < t.size(); ++i) t.data()[i] = stddev * normal(gen);
   };
   attn::host_tensor<float, 3> x({B, T, C}), out({B, T, C});
-  attn::host_tensor<float, 2> w[4] = {attn::host_tensor<float, 2>({C, C}),
-                                      attn::host_tensor<float, 2>({C, C}),
-                                      attn::host_tensor<float, 2>({C, C}),
-                                      attn::host_tensor<float, 2>({C, C})};
+  attn::host_tensor<float, 2> w[4] = {
+      attn::host_tensor<float, 2>({C, C}), attn::host_tensor<float, 2>({C, C}),
+      attn::host_tensor<float, 2>({C, C}), attn::host_tensor<float, 2>({C, C})};
   random(x, 1.0f);
   for (auto& m : w) random(m, 0.02f);  // GPT-2's initialisation
-  const attn::mha_weights<float> weights{.w_q = w[0].view(), .w_k = w[1].view(),
-                                         .w_v = w[2].view(), .w_o = w[3].view(), .heads = H};
+  const attn::mha_weights<float> weights{
+      .w_q = w[0].view(), .w_k = w[1].view(), .w_v = w[2].view(), .w_o = w[3].view(), .heads = H};
 
   const auto start = std::chrono::steady_clock::now();
   attn::multi_head_attention(attn::cpu, x.view(), weights, out.view(), {.causal = true});
@@ -38,7 +37,8 @@ int main(int argc, char** argv) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   double checksum = 0;
   for (attn::index_t i = 0; i < out.size(); ++i) checksum += out.data()[i];
-  std::printf("ANDREA-120M attention layer: B=%td T=%td d_model=%td heads=%td causal\n", B, T, C, H);
+  std::printf("ANDREA-120M attention layer: B=%td T=%td d_model=%td heads=%td causal\n", B, T, C,
+              H);
   std::printf("time %.2f ms, checksum %.6f\n", ms, checksum);
 
   // Head 0's probabilities, stage by stage: project, score, mask, softmax.

@@ -51,7 +51,8 @@ TYPED_TEST(MultiHead, MatchesReferenceOnOddShapes) {
   };
   for (const cfg c : {cfg{2, 7, 24, 3, false, true}, cfg{1, 65, 64, 1, true, false},
                       cfg{3, 1, 16, 16, true, true}, cfg{2, 63, 96, 2, true, true}}) {
-    SCOPED_TRACE(testing::Message() << "B=" << c.B << " T=" << c.T_ << " C=" << c.C << " H=" << c.H);
+    SCOPED_TRACE(testing::Message()
+                 << "B=" << c.B << " T=" << c.T_ << " C=" << c.C << " H=" << c.H);
     const layer<T> l(c.C, c.biases, 7);
     host_tensor<T, 3> x({c.B, c.T_, c.C}), got({c.B, c.T_, c.C}), want({c.B, c.T_, c.C});
     fill(x, 3);

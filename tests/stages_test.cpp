@@ -78,7 +78,8 @@ TYPED_TEST(Stages, ProjectMatchesReference) {
   };
   for (const dims3 d : {dims3{1, 1, 1, 1}, dims3{2, 7, 64, 8}, dims3{3, 65, 80, 63},
                         dims3{1, 130, 256, 129}, dims3{2, 1000, 64, 192}}) {
-    SCOPED_TRACE(testing::Message() << "B=" << d.B << " T=" << d.T_ << " C=" << d.C << " E=" << d.E);
+    SCOPED_TRACE(testing::Message()
+                 << "B=" << d.B << " T=" << d.T_ << " C=" << d.C << " E=" << d.E);
     host_tensor<T, 3> x({d.B, d.T_, d.C}), got({d.B, d.T_, d.E}), want({d.B, d.T_, d.E});
     host_tensor<T, 2> w({d.C, d.E});
     fill(x, 1);
@@ -132,8 +133,10 @@ TYPED_TEST(Stages, AttentionMatchesReference) {
       host_tensor<T, 4> got({s.B, s.H, s.Tq, s.Dv}), want({s.B, s.H, s.Tq, s.Dv});
       host_tensor<accum_t<T>, 3> lse_got({s.B, s.H, s.Tq}), lse_want({s.B, s.H, s.Tq});
       const attention_options opt{.causal = causal};
-      attention(this->policy, in.q.view(), in.k.view(), in.v.view(), got.view(), lse_got.view(), opt);
-      attention(reference, in.q.view(), in.k.view(), in.v.view(), want.view(), lse_want.view(), opt);
+      attention(this->policy, in.q.view(), in.k.view(), in.v.view(), got.view(), lse_got.view(),
+                opt);
+      attention(reference, in.q.view(), in.k.view(), in.v.view(), want.view(), lse_want.view(),
+                opt);
       EXPECT_TRUE(close(got, want));
       EXPECT_TRUE(close(lse_got, lse_want));
     }
@@ -179,8 +182,8 @@ TYPED_TEST(Stages, StridedViewsMatchReference) {
       auto bhtd = [&](auto& buf, index_t Tn, index_t Dn) {
         return tensor_view<T, 4>{buf.data(), {s.B, s.H, Tn, Dn}, {Tn * s.H * Dn, Dn, s.H * Dn, 1}};
       };
-      const tensor_view<const T, 4> k_view{k_bhdt.data(), {s.B, s.H, s.Tk, s.D},
-                                           {s.H * s.D * s.Tk, s.D * s.Tk, 1, s.Tk}};
+      const tensor_view<const T, 4> k_view{
+          k_bhdt.data(), {s.B, s.H, s.Tk, s.D}, {s.H * s.D * s.Tk, s.D * s.Tk, 1, s.Tk}};
       attention(this->policy, bhtd(q_bthd, s.Tq, s.D), k_view, bhtd(v_bthd, s.Tk, s.Dv),
                 bhtd(o_bthd, s.Tq, s.Dv), {.causal = causal});
       host_tensor<T, 4> want({s.B, s.H, s.Tq, s.Dv}), got({s.B, s.H, s.Tq, s.Dv});

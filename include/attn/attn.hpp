@@ -5,6 +5,8 @@
 ///     #include <attn/attn.hpp>
 ///     attn::attention(attn::cpu, q, k, v, o, attn::attention_options{.causal = true});
 
+#include "attn/backend/cpu/backend.hpp"
+#include "attn/backend/reference/backend.hpp"
 #include "attn/core/config.hpp"
 #include "attn/core/error.hpp"
 #include "attn/core/host_tensor.hpp"
@@ -19,5 +21,3 @@
 #include "attn/ops/scores.hpp"
 #include "attn/ops/softmax.hpp"
 #include "attn/ops/weighted_values.hpp"
-#include "attn/backend/reference/backend.hpp"
-#include "attn/backend/cpu/backend.hpp"

@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <attn/attn.hpp>
 #include <algorithm>
+#include <attn/attn.hpp>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -56,7 +56,8 @@ template <class T, int R>
   for (index_t i = 0; i < a.size(); ++i) {
     const double x = a.data()[i], r = ref.data()[i];
     if (std::isinf(r) && x == r) continue;
-    const double err = std::abs(x - r) / (scale * tolerance<T>::abs + tolerance<T>::rel * std::abs(r));
+    const double err =
+        std::abs(x - r) / (scale * tolerance<T>::abs + tolerance<T>::rel * std::abs(r));
     if (!(err <= worst)) {  // also catches NaN
       worst = std::isnan(err) ? INFINITY : err;
       worst_i = i;
@@ -79,8 +80,7 @@ bool all_finite(const host_tensor<T, R>& t) {
 /// Bitwise equality.
 template <class T, int R>
 bool identical(const host_tensor<T, R>& a, const host_tensor<T, R>& b) {
-  return a.size() == b.size() &&
-         std::equal(a.data(), a.data() + a.size(), b.data(), [](T x, T y) {
+  return a.size() == b.size() && std::equal(a.data(), a.data() + a.size(), b.data(), [](T x, T y) {
            return std::memcmp(&x, &y, sizeof(T)) == 0;
          });
 }

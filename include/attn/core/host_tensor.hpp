@@ -21,8 +21,8 @@ class host_tensor {
 
   tensor_view<T, Rank> view() { return {data_.data(), extents_}; }
   tensor_view<const T, Rank> view() const { return {data_.data(), extents_}; }
-  operator tensor_view<T, Rank>() { return view(); }                    // NOLINT: implicit
-  operator tensor_view<const T, Rank>() const { return view(); }        // NOLINT: implicit
+  operator tensor_view<T, Rank>() { return view(); }              // NOLINT: implicit
+  operator tensor_view<const T, Rank>() const { return view(); }  // NOLINT: implicit
 
   T* data() { return data_.data(); }
   const T* data() const { return data_.data(); }

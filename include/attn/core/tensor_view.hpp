@@ -27,8 +27,8 @@ struct dims {
 
   constexpr dims() = default;
   template <std::integral... I>
-    requires(sizeof...(I) == Rank)
-  constexpr dims(I... i) : v{static_cast<index_t>(i)...} {}  // NOLINT: implicit by design
+  requires(sizeof...(I) == Rank) constexpr dims(I... i)
+      : v{static_cast<index_t>(i)...} {}  // NOLINT: implicit by design
 
   ATTN_HOST_DEVICE constexpr index_t operator[](int i) const { return v[i]; }
   ATTN_HOST_DEVICE constexpr index_t& operator[](int i) { return v[i]; }
@@ -74,14 +74,14 @@ class tensor_view {
 
   /// `T` -> `const T`.
   template <class U>
-    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
-  constexpr tensor_view(const tensor_view<U, Rank, Space>& other)  // NOLINT: implicit
+  requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>) constexpr tensor_view(
+      const tensor_view<U, Rank, Space>& other)  // NOLINT: implicit
       : data_(other.data()), extents_(other.extents()), strides_(other.strides()) {}
 
   /// Views of another memory space never convert: this overload only exists to say so.
   template <class U, class OtherSpace>
-    requires(!std::is_same_v<OtherSpace, Space>)
-  tensor_view(const tensor_view<U, Rank, OtherSpace>&) {  // NOLINT: implicit
+  requires(!std::is_same_v<OtherSpace, Space>)
+      tensor_view(const tensor_view<U, Rank, OtherSpace>&) {  // NOLINT: implicit
     static_assert(std::is_same_v<OtherSpace, Space>,
                   "attn: a view of one memory space was passed where another is required. "
                   "Copy the data with attn::copy, or call the policy that owns that memory "
@@ -112,8 +112,7 @@ class tensor_view {
 
   /// Element offset of an index tuple.
   template <std::integral... I>
-    requires(sizeof...(I) == Rank)
-  ATTN_HOST_DEVICE constexpr index_t offset(I... idx) const {
+  requires(sizeof...(I) == Rank) ATTN_HOST_DEVICE constexpr index_t offset(I... idx) const {
     const index_t i[] = {static_cast<index_t>(idx)...};
     index_t off = 0;
     for (int d = 0; d < Rank; ++d) off += i[d] * strides_[d];
@@ -122,8 +121,7 @@ class tensor_view {
 
   /// Element access; on the host only for host views, on the device only for device views.
   template <std::integral... I>
-    requires(sizeof...(I) == Rank)
-  ATTN_HOST_DEVICE constexpr T& operator()(I... idx) const {
+  requires(sizeof...(I) == Rank) ATTN_HOST_DEVICE constexpr T& operator()(I... idx) const {
     return data_[offset(idx...)];
   }
 

@@ -18,8 +18,8 @@ namespace attn {
 /// [d_model, d_model]). Biases are optional: leave a span empty for none.
 template <class T, class Space = host_space>
 struct mha_weights {
-  tensor_view<const T, 2, Space> w_q, w_k, w_v;  ///< [d_model, d_model] each.
-  tensor_view<const T, 2, Space> w_o;            ///< [d_model, d_model] output projection.
+  tensor_view<const T, 2, Space> w_q, w_k, w_v;   ///< [d_model, d_model] each.
+  tensor_view<const T, 2, Space> w_o;             ///< [d_model, d_model] output projection.
   std::span<const T> b_q{}, b_k{}, b_v{}, b_o{};  ///< d_model elements each, or empty.
   index_t heads = 0;                              ///< Head count; divides d_model.
 };
@@ -45,8 +45,8 @@ void multi_head_attention(const Policy& policy,
   c.positive("heads", w.heads);
   const index_t B = x.extent(0), T_ = x.extent(1), C = x.extent(2);
   if (C % w.heads != 0)
-    c.fail("x.d_model (extent 2) is " + std::to_string(C) + ", not divisible by heads = " +
-           std::to_string(w.heads));
+    c.fail("x.d_model (extent 2) is " + std::to_string(C) +
+           ", not divisible by heads = " + std::to_string(w.heads));
   const std::pair<const char*, tensor_view<const T, 2, Space>> mats[] = {
       {"w_q", w.w_q}, {"w_k", w.w_k}, {"w_v", w.w_v}, {"w_o", w.w_o}};
   for (const auto& [name, m] : mats) {

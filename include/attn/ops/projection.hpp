@@ -51,8 +51,8 @@ void project_qkv(const Policy& policy, tensor_view<const std::type_identity_t<T>
                  tensor_view<const std::type_identity_t<T>, 2, Space> w_q,
                  tensor_view<const std::type_identity_t<T>, 2, Space> w_k,
                  tensor_view<const std::type_identity_t<T>, 2, Space> w_v,
-                 tensor_view<T, 3, Space> q, tensor_view<T, 3, Space> k,
-                 tensor_view<T, 3, Space> v, std::span<const std::type_identity_t<T>> b_q = {},
+                 tensor_view<T, 3, Space> q, tensor_view<T, 3, Space> k, tensor_view<T, 3, Space> v,
+                 std::span<const std::type_identity_t<T>> b_q = {},
                  std::span<const std::type_identity_t<T>> b_k = {},
                  std::span<const std::type_identity_t<T>> b_v = {}) {
   detail::check_space<Policy, Space>();

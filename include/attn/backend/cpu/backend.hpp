@@ -51,14 +51,15 @@ struct backend<cpu_policy> {
   template <class T>
   static void scaled_scores(const cpu_policy& p, in4<T> q, in4<T> k, tensor_view<T, 4> s,
                             double scale) {
-    for_row_blocks(p, s, 2.0 * double(q.extent(3) * k.extent(2)),
-                   [&](index_t b, index_t h, index_t i0, index_t rows) {
-                     cpu_detail::matrix<T> q_pack, k_pack;
-                     const auto Q = cpu_detail::read(cpu_detail::rows_of(q, b, h, i0, rows), q_pack);
-                     const auto K = cpu_detail::read(cpu_detail::rows_of(k, b, h, 0, k.extent(2)), k_pack);
-                     cpu_detail::write(cpu_detail::rows_of(s, b, h, i0, rows),
-                           [&](auto S) { S.noalias() = T(scale) * Q * K.transpose(); });
-                   });
+    for_row_blocks(
+        p, s, 2.0 * double(q.extent(3) * k.extent(2)),
+        [&](index_t b, index_t h, index_t i0, index_t rows) {
+          cpu_detail::matrix<T> q_pack, k_pack;
+          const auto Q = cpu_detail::read(cpu_detail::rows_of(q, b, h, i0, rows), q_pack);
+          const auto K = cpu_detail::read(cpu_detail::rows_of(k, b, h, 0, k.extent(2)), k_pack);
+          cpu_detail::write(cpu_detail::rows_of(s, b, h, i0, rows),
+                            [&](auto S) { S.noalias() = T(scale) * Q * K.transpose(); });
+        });
   }
 
   template <class T>
@@ -74,8 +75,8 @@ struct backend<cpu_policy> {
 
   template <class T>
   static void softmax_rows(const cpu_policy& p, tensor_view<T, 4> s) {
-    using row_map = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>, Eigen::Unaligned,
-                               Eigen::InnerStride<>>;
+    using row_map =
+        Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>, Eigen::Unaligned, Eigen::InnerStride<>>;
     for_row_blocks(p, s, 8.0 * double(s.extent(3)),
                    [&](index_t b, index_t h, index_t i0, index_t rows) {
                      const auto S = cpu_detail::rows_of(s, b, h, i0, rows);
@@ -94,13 +95,15 @@ struct backend<cpu_policy> {
 
   template <class T>
   static void weighted_values(const cpu_policy& p, in4<T> pm, in4<T> v, tensor_view<T, 4> o) {
-    for_row_blocks(p, o, 2.0 * double(v.extent(2) * v.extent(3)),
-                   [&](index_t b, index_t h, index_t i0, index_t rows) {
-                     cpu_detail::matrix<T> p_pack, v_pack;
-                     const auto P = cpu_detail::read(cpu_detail::rows_of(pm, b, h, i0, rows), p_pack);
-                     const auto V = cpu_detail::read(cpu_detail::rows_of(v, b, h, 0, v.extent(2)), v_pack);
-                     cpu_detail::write(cpu_detail::rows_of(o, b, h, i0, rows), [&](auto O) { O.noalias() = P * V; });
-                   });
+    for_row_blocks(
+        p, o, 2.0 * double(v.extent(2) * v.extent(3)),
+        [&](index_t b, index_t h, index_t i0, index_t rows) {
+          cpu_detail::matrix<T> p_pack, v_pack;
+          const auto P = cpu_detail::read(cpu_detail::rows_of(pm, b, h, i0, rows), p_pack);
+          const auto V = cpu_detail::read(cpu_detail::rows_of(v, b, h, 0, v.extent(2)), v_pack);
+          cpu_detail::write(cpu_detail::rows_of(o, b, h, i0, rows),
+                            [&](auto O) { O.noalias() = P * V; });
+        });
   }
 
   template <class T>
@@ -113,8 +116,8 @@ struct backend<cpu_policy> {
   /// Calls f(b, h, i0, rows) for blocks of `block_rows` rows of a [B, H, T, *] view, in
   /// parallel; `flops_per_row` sizes the thread count.
   template <class T, class F>
-  static void for_row_blocks(const cpu_policy& p, const tensor_view<T, 4>& s,
-                             double flops_per_row, F&& f) {
+  static void for_row_blocks(const cpu_policy& p, const tensor_view<T, 4>& s, double flops_per_row,
+                             F&& f) {
     const index_t B = s.extent(0), H = s.extent(1), rows = s.extent(2);
     const index_t blocks = (rows + block_rows - 1) / block_rows;
     const int workers = cpu_detail::worker_count(p, B * H * blocks, flops_per_row * block_rows);
@@ -131,24 +134,25 @@ struct backend<cpu_policy> {
     using cpu_detail::matrix;
     matrix<T> w_pack[N];
     std::vector<Eigen::Map<const matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>> W;
-    for (std::size_t n = 0; n < N; ++n) W.push_back(cpu_detail::read(cpu_detail::whole(ws[n]), w_pack[n]));
+    for (std::size_t n = 0; n < N; ++n)
+      W.push_back(cpu_detail::read(cpu_detail::whole(ws[n]), w_pack[n]));
     const index_t B = x.extent(0), rows = x.extent(1);
     const index_t blocks = (rows + block_rows - 1) / block_rows;
     const double flops = 2.0 * double(block_rows * x.extent(2) * ws[0].extent(1) * index_t(N));
-    cpu_detail::parallel_for(cpu_detail::worker_count(p, B * blocks, flops), B * blocks,
-                             [&](index_t item) {
-                               const index_t b = item / blocks, i0 = (item % blocks) * block_rows;
-                               const index_t r = std::min(block_rows, rows - i0);
-                               matrix<T> x_pack;
-                               const auto X = cpu_detail::read(cpu_detail::rows_of(x, b, i0, r), x_pack);
-                               for (std::size_t n = 0; n < N; ++n)
-                                 cpu_detail::write(cpu_detail::rows_of(ys[n], b, i0, r), [&](auto Y) {
-                                   Y.noalias() = X * W[n];
-                                   if (!bs[n].empty())
-                                     Y.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(
-                                         bs[n].data(), Y.cols());
-                                 });
-                             });
+    cpu_detail::parallel_for(
+        cpu_detail::worker_count(p, B * blocks, flops), B * blocks, [&](index_t item) {
+          const index_t b = item / blocks, i0 = (item % blocks) * block_rows;
+          const index_t r = std::min(block_rows, rows - i0);
+          matrix<T> x_pack;
+          const auto X = cpu_detail::read(cpu_detail::rows_of(x, b, i0, r), x_pack);
+          for (std::size_t n = 0; n < N; ++n)
+            cpu_detail::write(cpu_detail::rows_of(ys[n], b, i0, r), [&](auto Y) {
+              Y.noalias() = X * W[n];
+              if (!bs[n].empty())
+                Y.rowwise() +=
+                    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bs[n].data(), Y.cols());
+            });
+        });
   }
 };
 

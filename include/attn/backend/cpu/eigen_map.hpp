@@ -48,9 +48,10 @@ slice<T> whole(const tensor_view<T, 2>& v) {
 /// Read-only Eigen map of `s`; packs into `scratch` when the columns are not contiguous.
 template <class T>
 Eigen::Map<const matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>> read(slice<const T> s,
-                                                                        matrix<T>& scratch) {
+                                                                         matrix<T>& scratch) {
   using map = Eigen::Map<const matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-  if (s.unit_columns()) return map(s.p, s.rows, s.cols, Eigen::OuterStride<>(s.rows > 1 ? s.rs : s.cols));
+  if (s.unit_columns())
+    return map(s.p, s.rows, s.cols, Eigen::OuterStride<>(s.rows > 1 ? s.rs : s.cols));
   scratch.resize(s.rows, s.cols);
   for (index_t r = 0; r < s.rows; ++r)
     for (index_t c = 0; c < s.cols; ++c) scratch(r, c) = s(r, c);

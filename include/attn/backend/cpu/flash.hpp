@@ -80,13 +80,13 @@ void flash_query_block(tensor_view<const T, 4> q, tensor_view<const T, 4> k,
 
 /// The fused attention over all (batch, head, query block) items.
 template <class T>
-void flash_attention(const cpu_policy& policy, tensor_view<const T, 4> q,
-                     tensor_view<const T, 4> k, tensor_view<const T, 4> v, tensor_view<T, 4> o,
-                     tensor_view<accum_t<T>, 3> lse, bool causal, double scale) {
+void flash_attention(const cpu_policy& policy, tensor_view<const T, 4> q, tensor_view<const T, 4> k,
+                     tensor_view<const T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
+                     bool causal, double scale) {
   const index_t B = q.extent(0), H = q.extent(1), Tq = q.extent(2);
   const index_t blocks = (Tq + flash_block_q - 1) / flash_block_q;
-  const double flops = 4.0 * double(flash_block_q) * double(k.extent(2)) *
-                       double(q.extent(3) + v.extent(3)) / 2;
+  const double flops =
+      4.0 * double(flash_block_q) * double(k.extent(2)) * double(q.extent(3) + v.extent(3)) / 2;
   // Largest-first: under the causal mask the last query blocks carry the most keys.
   parallel_for(worker_count(policy, B * H * blocks, flops), B * H * blocks, [&](index_t item) {
     const index_t blk = blocks - 1 - item / (B * H), bh = item % (B * H);

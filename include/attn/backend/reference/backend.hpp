@@ -39,10 +39,9 @@ struct backend<reference_policy> {
   }
 
   template <class T>
-  static void project_qkv(const reference_policy& p, in3<T> x, in2<T> w_q, in2<T> w_k,
-                          in2<T> w_v, std::span<const T> b_q, std::span<const T> b_k,
-                          std::span<const T> b_v, tensor_view<T, 3> q, tensor_view<T, 3> k,
-                          tensor_view<T, 3> v) {
+  static void project_qkv(const reference_policy& p, in3<T> x, in2<T> w_q, in2<T> w_k, in2<T> w_v,
+                          std::span<const T> b_q, std::span<const T> b_k, std::span<const T> b_v,
+                          tensor_view<T, 3> q, tensor_view<T, 3> k, tensor_view<T, 3> v) {
     project(p, x, w_q, b_q, q);
     project(p, x, w_k, b_k, k);
     project(p, x, w_v, b_v, v);
@@ -79,7 +78,8 @@ struct backend<reference_policy> {
   static void weighted_values(const reference_policy&, in4<T> p, in4<T> v, tensor_view<T, 4> o) {
     std::vector<double> acc(static_cast<std::size_t>(o.extent(3)));
     for_rows(o, [&](index_t b, index_t h, index_t i) {
-      weighted_sum(v, b, h, [&](index_t j) { return double(p(b, h, i, j)); }, acc);
+      weighted_sum(
+          v, b, h, [&](index_t j) { return double(p(b, h, i, j)); }, acc);
       for (index_t d = 0; d < o.extent(3); ++d) o(b, h, i, d) = T(acc[d]);
     });
   }
@@ -87,16 +87,16 @@ struct backend<reference_policy> {
   /// One query row at a time: scores in double, mask, softmax, weighted sum. Needs O(Tk)
   /// memory, never [Tq, Tk].
   template <class T>
-  static void attention(const reference_policy&, in4<T> q, in4<T> k, in4<T> v,
-                        tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse, bool causal,
-                        double scale) {
+  static void attention(const reference_policy&, in4<T> q, in4<T> k, in4<T> v, tensor_view<T, 4> o,
+                        tensor_view<accum_t<T>, 3> lse, bool causal, double scale) {
     const index_t Tk = k.extent(2), offset = Tk - q.extent(2);
     std::vector<double> row(static_cast<std::size_t>(Tk)), acc(std::size_t(o.extent(3)));
     for_rows(o, [&](index_t b, index_t h, index_t i) {
       for (index_t j = 0; j < Tk; ++j)
         row[j] = (causal && j > i + offset) ? -inf : scale * dot(q, k, b, h, i, j);
       const double log_sum = softmax(row);
-      weighted_sum(v, b, h, [&](index_t j) { return row[j]; }, acc);
+      weighted_sum(
+          v, b, h, [&](index_t j) { return row[j]; }, acc);
       for (index_t d = 0; d < o.extent(3); ++d) o(b, h, i, d) = T(acc[d]);
       if (lse.data() != nullptr) lse(b, h, i) = accum_t<T>(log_sum);
     });
