@@ -1,0 +1,96 @@
+#pragma once
+/// \file
+/// The roof every benchmark figure is read against: the machine's fp32 FMA throughput,
+/// measured in the same run with the widest vector unit the CPU has (AVX-512, else AVX2+FMA,
+/// else scalar), on 1 or n threads at once.
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace attn::bench {
+
+namespace detail {
+
+/// `iters` rounds of 12 independent FMA chains; returns FLOPs done.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) inline double fma_avx512(long iters, float* sink) {
+  __m512 acc[12];
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-7f);
+  for (auto& x : acc) x = _mm512_set1_ps(1.0f);
+  for (long i = 0; i < iters; ++i)
+    for (auto& x : acc) x = _mm512_fmadd_ps(x, a, b);
+  for (auto& x : acc) *sink += _mm512_reduce_add_ps(x);
+  return 2.0 * 16 * 12 * double(iters);
+}
+__attribute__((target("avx2,fma"))) inline double fma_avx2(long iters, float* sink) {
+  __m256 acc[12];
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
+  for (auto& x : acc) x = _mm256_set1_ps(1.0f);
+  for (long i = 0; i < iters; ++i)
+    for (auto& x : acc) x = _mm256_fmadd_ps(x, a, b);
+  float out[8];
+  for (auto& x : acc) {
+    _mm256_storeu_ps(out, x);
+    *sink += out[0];
+  }
+  return 2.0 * 8 * 12 * double(iters);
+}
+#endif
+
+inline double fma_loop(long iters, float* sink) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return fma_avx512(iters, sink);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return fma_avx2(iters, sink);
+#endif
+  float acc[12] = {};
+  for (long i = 0; i < iters; ++i)
+    for (float& x : acc) x = x * 0.999f + 1e-7f;
+  for (float x : acc) *sink += x;
+  return 2.0 * 12 * double(iters);
+}
+
+inline const char* isa_name() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return "avx512";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+#endif
+  return "scalar";
+}
+
+}  // namespace detail
+
+/// FLOP/s of `threads` threads running the FMA loop at once (best of 5 rounds of ~40 ms).
+inline double measure_peak(int threads) {
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    std::vector<double> flops(std::size_t(threads), 0.0);
+    std::vector<float> sinks(std::size_t(threads), 0.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      std::vector<std::jthread> pool;
+      for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] { flops[t] = detail::fma_loop(2'000'000, &sinks[t]); });
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double total = 0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / s);
+  }
+  return best;
+}
+
+/// The roof for `threads` threads, measured once per process and cached.
+inline double peak_flops(int threads) {
+  static std::vector<double> cache(65, 0.0);
+  if (threads < 1) threads = 1;
+  if (threads >= int(cache.size())) return measure_peak(threads);
+  if (cache[threads] == 0.0) cache[threads] = measure_peak(threads);
+  return cache[threads];
+}
+
+}  // namespace attn::bench
