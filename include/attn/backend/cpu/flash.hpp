@@ -13,6 +13,7 @@
 
 #include "attn/backend/cpu/eigen_map.hpp"
 #include "attn/backend/cpu/parallel.hpp"
+#include "attn/backend/cpu/simd/flash_simd.hpp"
 #include "attn/core/numeric.hpp"
 #include "attn/core/policy.hpp"
 
@@ -78,11 +79,14 @@ void flash_query_block(tensor_view<const T, 4> q, tensor_view<const T, 4> k,
       lse(b, h, i0 + r) = l(r) > 0 ? accum_t<T>(m(r) + std::log(l(r))) : -accum_t<T>(inf);
 }
 
-/// The fused attention over all (batch, head, query block) items.
+/// The fused attention over all (batch, head, query block) items: the SIMD kernel of
+/// simd/flash_simd.hpp for float where it applies, else Eigen blocks.
 template <class T>
 void flash_attention(const cpu_policy& policy, tensor_view<const T, 4> q, tensor_view<const T, 4> k,
                      tensor_view<const T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
                      bool causal, double scale) {
+  if constexpr (std::is_same_v<T, float>)
+    if (flash_attention_simd(policy, q, k, v, o, lse, causal, scale)) return;
   const index_t B = q.extent(0), H = q.extent(1), Tq = q.extent(2);
   const index_t blocks = (Tq + flash_block_q - 1) / flash_block_q;
   const double flops =

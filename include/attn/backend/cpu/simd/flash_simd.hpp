@@ -1,0 +1,218 @@
+#pragma once
+/// \file
+/// The float flash-attention kernel of flash_kernel.inl, compiled for AVX2+FMA and for
+/// AVX-512 from one source, and the run-time choice between them. Nothing here needs the
+/// translation unit to be compiled with -mavx2 or -march: each copy carries its own target.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "attn/backend/cpu/parallel.hpp"
+#include "attn/backend/cpu/simd/isa.hpp"
+#include "attn/core/policy.hpp"
+#include "attn/core/tensor_view.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ATTN_CPU_SIMD 1
+#include <immintrin.h>
+#else
+#define ATTN_CPU_SIMD 0
+#endif
+
+#if ATTN_CPU_SIMD
+#define ATTN_SIMD_INLINE inline __attribute__((always_inline))
+#define ATTN_SIMD_NOINLINE __attribute__((noinline))
+
+// 2^f on [-0.5, 0.5]: a degree-5 polynomial fitted for relative error, < 2.4e-7 in float.
+#define ATTN_EXP2_POLY(V, f)                                                                      \
+  V::fmadd(                                                                                       \
+      V::fmadd(                                                                                   \
+          V::fmadd(V::fmadd(V::fmadd(V::set1(1.3276471939e-3f), f, V::set1(9.6755415473e-3f)), f, \
+                            V::set1(5.5507132755e-2f)),                                           \
+                   f, V::set1(2.4022119720e-1f)),                                                 \
+          f, V::set1(6.9314696706e-1f)),                                                          \
+      f, V::set1(1.0000000717e+00f))
+
+namespace attn::cpu_detail {
+/// Probabilities below 2^-100 of the row maximum are flushed to exactly 0: they cannot change
+/// a float sum, and it keeps denormals (and their ~100-cycle microcode assists) out of the
+/// kernels, masked entries (-inf) included.
+inline constexpr float exp2_cutoff = -100.0f;
+}  // namespace attn::cpu_detail
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+namespace attn::cpu_detail::avx2 {
+/// 8 float lanes; 2 vectors of queries x up to 6 rows: 12 accumulators of 16 registers.
+struct vec {
+  using reg = __m256;
+  static constexpr int lanes = 8, nq = 2, rk = 6;
+  static constexpr index_t bk = 64;
+  static reg load(const float* p) { return _mm256_load_ps(p); }
+  static void store(float* p, reg x) { _mm256_store_ps(p, x); }
+  static reg set1(float x) { return _mm256_set1_ps(x); }
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
+  static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
+  /// Lanes whose index is below `bound` become `value`.
+  static reg set_below(reg x, float bound, float value) {
+    const reg iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_blendv_ps(x, set1(value), _mm256_cmp_ps(iota, set1(bound), _CMP_LT_OQ));
+  }
+  static bool all_equal(reg x, float value) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(x, set1(value), _CMP_EQ_OQ)) == 0xff;
+  }
+  static reg replace_neg_inf(reg x, float value) {
+    return _mm256_blendv_ps(x, set1(value), _mm256_cmp_ps(x, set1(-__builtin_inff()), _CMP_EQ_OQ));
+  }
+  /// 2^x for x <= 0, and exactly 0 for x < -100 (-inf included).
+  static reg exp2(reg x) {
+    const reg keep = _mm256_cmp_ps(x, set1(exp2_cutoff), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, set1(exp2_cutoff));
+    const reg n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const reg f = sub(x, n);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(keep, mul(ATTN_EXP2_POLY(vec, f), _mm256_castsi256_ps(e)));
+  }
+};
+#define ATTN_SIMD_NS avx2
+#include "attn/backend/cpu/simd/flash_kernel.inl"
+#undef ATTN_SIMD_NS
+}  // namespace attn::cpu_detail::avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx2,fma"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx2,fma")
+#endif
+namespace attn::cpu_detail::avx512 {
+/// 16 float lanes; 4 vectors of queries x up to 6 rows: 24 accumulators of 32 registers.
+struct vec {
+  using reg = __m512;
+  static constexpr int lanes = 16, nq = 4, rk = 6;
+  static constexpr index_t bk = 64;
+  static reg load(const float* p) { return _mm512_load_ps(p); }
+  static void store(float* p, reg x) { _mm512_store_ps(p, x); }
+  static reg set1(float x) { return _mm512_set1_ps(x); }
+  static reg zero() { return _mm512_setzero_ps(); }
+  static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+  static reg sub(reg a, reg b) { return _mm512_sub_ps(a, b); }
+  static reg max(reg a, reg b) { return _mm512_max_ps(a, b); }
+  static reg set_below(reg x, float bound, float value) {
+    const reg iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(iota, set1(bound), _CMP_LT_OQ), x, set1(value));
+  }
+  static bool all_equal(reg x, float value) {
+    return _mm512_cmp_ps_mask(x, set1(value), _CMP_EQ_OQ) == 0xffff;
+  }
+  static reg replace_neg_inf(reg x, float value) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, set1(-__builtin_inff()), _CMP_EQ_OQ), x,
+                                set1(value));
+  }
+  /// 2^x for x <= 0, and exactly 0 for x < -100 (-inf included: its NaN lanes are masked).
+  static reg exp2(reg x) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, set1(exp2_cutoff), _CMP_GE_OQ);
+    const reg n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const reg f = sub(x, n);
+    return _mm512_maskz_scalef_ps(keep, ATTN_EXP2_POLY(vec, f), n);
+  }
+};
+#define ATTN_SIMD_NS avx512
+#include "attn/backend/cpu/simd/flash_kernel.inl"
+#undef ATTN_SIMD_NS
+}  // namespace attn::cpu_detail::avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#undef ATTN_EXP2_POLY
+#endif  // ATTN_CPU_SIMD
+
+namespace attn::cpu_detail {
+
+/// A per-thread, 64-byte aligned float buffer of at least n elements.
+inline float* thread_scratch(std::size_t n) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n + 16) buffer.resize(n + 16);
+  auto p = reinterpret_cast<std::uintptr_t>(buffer.data());
+  return reinterpret_cast<float*>((p + 63) & ~std::uintptr_t(63));
+}
+
+#if ATTN_CPU_SIMD
+/// Runs one ISA's flash_item over every (batch, head, query block), largest blocks first.
+template <class Scratch, class Item>
+void run_flash_items(const cpu_policy& policy, tensor_view<const float, 4> q,
+                     tensor_view<const float, 4> k, tensor_view<const float, 4> v,
+                     tensor_view<float, 4> o, tensor_view<float, 3> lse, bool causal, double scale,
+                     index_t bk, Item item) {
+  const index_t B = q.extent(0), H = q.extent(1), Tq = q.extent(2), Tk = k.extent(2);
+  const index_t D = q.extent(3), Dv = v.extent(3), bq = Scratch::bq;
+  const index_t blocks = (Tq + bq - 1) / bq, items = B * H * blocks;
+  const double flops = 2.0 * double(bq) * double(Tk) * double(D + Dv) / (causal ? 2 : 1);
+  const auto log2e = 1.4426950408889634;
+  parallel_for(worker_count(policy, items, flops), items, [&](index_t it) {
+    const index_t blk = blocks - 1 - it / (B * H), bh = it % (B * H), b = bh / H, h = bh % H;
+    const index_t i0 = blk * bq;
+    float* base = thread_scratch(std::size_t(bq * (D + bk + Dv + 3) + bk * (D + Dv)));
+    const index_t st = bq * D, ot = st + bq * bk, m = ot + bq * Dv;
+    const Scratch w{base,          base + st,         base + ot,        base + m,
+                    base + m + bq, base + m + 2 * bq, base + m + 3 * bq};
+    item(q.data() + b * q.stride(0) + h * q.stride(1), q.stride(2),
+         k.data() + b * k.stride(0) + h * k.stride(1), k.stride(2),
+         v.data() + b * v.stride(0) + h * v.stride(1), v.stride(2),
+         o.data() + b * o.stride(0) + h * o.stride(1), o.stride(2), o.stride(3),
+         lse.data() ? lse.data() + b * lse.stride(0) + h * lse.stride(1) : nullptr,
+         lse.data() ? lse.stride(2) : 0, Tk, D, Dv, i0, std::min(bq, Tq - i0), Tk - Tq, causal,
+         float(scale * log2e), w);
+  });
+}
+#endif
+
+/// Float attention on the widest available vector unit. Returns false (having done nothing)
+/// when no SIMD kernel applies: another ISA, or q/k/v columns that are not contiguous.
+inline bool flash_attention_simd(const cpu_policy& policy, tensor_view<const float, 4> q,
+                                 tensor_view<const float, 4> k, tensor_view<const float, 4> v,
+                                 tensor_view<float, 4> o, tensor_view<float, 3> lse, bool causal,
+                                 double scale) {
+#if ATTN_CPU_SIMD
+  const auto unit = [](const auto& t) { return t.stride(3) == 1 || t.extent(3) <= 1; };
+  if (!unit(q) || !unit(k) || !unit(v)) return false;
+  switch (active_isa()) {
+    case isa::avx512:
+      run_flash_items<avx512::flash_scratch>(policy, q, k, v, o, lse, causal, scale,
+                                             avx512::vec::bk, avx512::flash_item);
+      return true;
+    case isa::avx2:
+      run_flash_items<avx2::flash_scratch>(policy, q, k, v, o, lse, causal, scale, avx2::vec::bk,
+                                           avx2::flash_item);
+      return true;
+    case isa::generic:
+      return false;
+  }
+#endif
+  (void)policy, (void)q, (void)k, (void)v, (void)o, (void)lse, (void)causal, (void)scale;
+  return false;
+}
+
+}  // namespace attn::cpu_detail
