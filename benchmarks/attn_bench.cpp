@@ -12,8 +12,10 @@
 
 #include <Eigen/Core>
 #include <attn/attn.hpp>
+#include <chrono>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "roofline.hpp"
 
@@ -31,12 +33,21 @@ attn::host_tensor<T, R> random_tensor(const attn::dims<R>& e, double amp = 1.0) 
   return t;
 }
 
-/// Sets GFLOP/s (a rate over real time) and pct_peak against the roof for `threads` threads.
-void report(benchmark::State& st, double flops, int threads) {
-  using benchmark::Counter;
-  st.counters["GFLOP/s"] = Counter(flops, Counter::kIsIterationInvariantRate, Counter::kIs1000);
-  st.counters["pct_peak"] =
-      Counter(100.0 * flops / attn::bench::peak_flops(threads), Counter::kIsIterationInvariantRate);
+/// Runs body() once per benchmark iteration, timing real (wall-clock) time itself, and sets
+/// GFLOP/s and pct_peak (percent of the fp32 FMA roof for `threads` threads, measured in this
+/// run). flops == 0 reports only the time.
+template <class F>
+void timed(benchmark::State& st, double flops, int threads, F&& body) {
+  double seconds = 0;
+  for (auto _ : st) {
+    const auto t0 = std::chrono::steady_clock::now();
+    body();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (flops == 0 || seconds == 0) return;
+  const double rate = flops * double(st.iterations()) / seconds;
+  st.counters["GFLOP/s"] = rate / 1e9;
+  st.counters["pct_peak"] = 100.0 * rate / attn::bench::peak_flops(threads);
 }
 
 double attention_flops(index_t B, index_t T, bool causal) {
@@ -56,11 +67,10 @@ void attention(benchmark::State& st, Policy policy, int threads, index_t B, inde
   const auto q = random_tensor<T, 4>({B, H, T_, d}), k = random_tensor<T, 4>({B, H, T_, d}),
              v = random_tensor<T, 4>({B, H, T_, d});
   attn::host_tensor<T, 4> o({B, H, T_, d});
-  for (auto _ : st) {
+  timed(st, attention_flops(B, T_, causal), threads, [&] {
     attn::attention(policy, q.view(), k.view(), v.view(), o.view(), {.causal = causal});
     benchmark::DoNotOptimize(o.data());
-  }
-  report(st, attention_flops(B, T_, causal), threads);
+  });
 }
 
 /// The four stages one after another, with the [B, H, T, T] score matrix in memory.
@@ -69,41 +79,45 @@ void unfused(benchmark::State& st, int threads, index_t B, index_t T_, bool caus
   const auto q = random_tensor<float, 4>({B, H, T_, d}), k = random_tensor<float, 4>({B, H, T_, d}),
              v = random_tensor<float, 4>({B, H, T_, d});
   attn::host_tensor<float, 4> s({B, H, T_, T_}), o({B, H, T_, d});
-  for (auto _ : st) {
+  timed(st, attention_flops(B, T_, causal), threads, [&] {
     attn::scaled_scores(policy, q.view(), k.view(), s.view());
     if (causal) attn::causal_mask(policy, s.view());
     attn::softmax_rows(policy, s.view());
     attn::weighted_values(policy, s.view(), v.view(), o.view());
     benchmark::DoNotOptimize(o.data());
-  }
-  report(st, attention_flops(B, T_, causal), threads);
+  });
 }
 
 using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-/// One Eigen GEMM (m x k) * (k x n), single-threaded: the anchor for a stage of that shape.
+/// `count` Eigen GEMMs (m x k) * (k x n), each on its own operands (as a stage touches `count`
+/// heads' worth of memory), single-threaded: the anchor for a stage of that shape.
 void eigen_gemm(benchmark::State& st, index_t m, index_t k, index_t n, index_t count) {
-  const matrix a = matrix::Random(m, k), b = matrix::Random(k, n);
-  matrix c(m, n);
-  for (auto _ : st)
+  std::vector<matrix> a, b, c;
+  for (index_t i = 0; i < count; ++i) {
+    a.push_back(matrix::Random(m, k));
+    b.push_back(matrix::Random(k, n));
+    c.emplace_back(m, n);
+  }
+  timed(st, 2.0 * double(m * k * n * count), 1, [&] {
     for (index_t i = 0; i < count; ++i) {
-      c.noalias() = a * b;
-      benchmark::DoNotOptimize(c.data());
+      c[i].noalias() = a[i] * b[i];
+      benchmark::DoNotOptimize(c[i].data());
     }
-  report(st, 2.0 * double(m * k * n * count), 1);
+  });
 }
 
 /// Eigen GEMMs of the FLOPs of non-causal attention: per head S = Q K^T, O = S V.
 void eigen_gemm_attention(benchmark::State& st, index_t B, index_t T_) {
   const matrix q = matrix::Random(T_, d), k = matrix::Random(T_, d), v = matrix::Random(T_, d);
   matrix s(T_, T_), o(T_, d);
-  for (auto _ : st)
+  timed(st, attention_flops(B, T_, false), 1, [&] {
     for (index_t i = 0; i < B * H; ++i) {
       s.noalias() = q * k.transpose();
       o.noalias() = s * v;
       benchmark::DoNotOptimize(o.data());
     }
-  report(st, attention_flops(B, T_, false), 1);
+  });
 }
 
 // The stages on their own, one thread, ANDREA shapes (B = 1, T = 1024).
@@ -112,8 +126,8 @@ void project(benchmark::State& st) {
   const auto x = random_tensor<float, 3>({1, 1024, d_model});
   const auto w = random_tensor<float, 2>({d_model, d_model}, 0.036);
   attn::host_tensor<float, 3> y({1, 1024, d_model});
-  for (auto _ : st) attn::project(one, x.view(), w.view(), y.view());
-  report(st, 2.0 * 1024 * d_model * d_model, 1);
+  timed(st, 2.0 * 1024 * d_model * d_model, 1,
+        [&] { attn::project(one, x.view(), w.view(), y.view()); });
 }
 
 void project_qkv(benchmark::State& st) {
@@ -121,9 +135,9 @@ void project_qkv(benchmark::State& st) {
   const auto x = random_tensor<float, 3>({1, 1024, d_model});
   const auto w = random_tensor<float, 2>({d_model, d_model}, 0.036);
   attn::host_tensor<float, 3> q({1, 1024, d_model}), k({1, 1024, d_model}), v({1, 1024, d_model});
-  for (auto _ : st)
+  timed(st, 3 * 2.0 * 1024 * d_model * d_model, 1, [&] {
     attn::project_qkv(one, x.view(), w.view(), w.view(), w.view(), q.view(), k.view(), v.view());
-  report(st, 3 * 2.0 * 1024 * d_model * d_model, 1);
+  });
 }
 
 template <class F>
@@ -132,8 +146,7 @@ void score_stage(benchmark::State& st, double flops, F&& f) {
              k = random_tensor<float, 4>({1, H, 1024, d});
   attn::host_tensor<float, 4> s({1, H, 1024, 1024}), o({1, H, 1024, d});
   attn::scaled_scores(attn::cpu, q.view(), k.view(), s.view());
-  for (auto _ : st) f(q, k, s, o);
-  report(st, flops, 1);
+  timed(st, flops, 1, [&] { f(q, k, s, o); });
 }
 
 void multi_head(benchmark::State& st, int threads, index_t B, bool causal) {
@@ -142,10 +155,10 @@ void multi_head(benchmark::State& st, int threads, index_t B, bool causal) {
   const auto w = random_tensor<float, 2>({d_model, d_model}, 0.036);
   attn::host_tensor<float, 3> out({B, 1024, d_model});
   const attn::mha_weights<float> weights{w.view(), w.view(), w.view(), w.view(), {}, {}, {}, {}, H};
-  for (auto _ : st)
-    attn::multi_head_attention(policy, x.view(), weights, out.view(), {.causal = causal});
-  report(st, 4 * 2.0 * double(B) * 1024 * d_model * d_model + attention_flops(B, 1024, causal),
-         threads);
+  timed(st, 4 * 2.0 * double(B) * 1024 * d_model * d_model + attention_flops(B, 1024, causal),
+        threads, [&] {
+          attn::multi_head_attention(policy, x.view(), weights, out.view(), {.causal = causal});
+        });
 }
 
 std::string shape_name(index_t B, index_t T_, bool causal, int threads) {

@@ -64,8 +64,11 @@ inline const char* isa_name() {
 
 }  // namespace detail
 
-/// FLOP/s of `threads` threads running the FMA loop at once (best of 5 rounds of ~40 ms).
+/// FLOP/s of `threads` threads running the FMA loop at once: best of 5 rounds of about
+/// 50 ms each (long enough for the clock to settle).
 inline double measure_peak(int threads) {
+  // ~50 ms at 160 GFLOP/s with AVX-512; proportionally longer on narrower units.
+  const long iterations = 20'000'000;
   double best = 0;
   for (int round = 0; round < 5; ++round) {
     std::vector<double> flops(std::size_t(threads), 0.0);
@@ -74,7 +77,7 @@ inline double measure_peak(int threads) {
     {
       std::vector<std::jthread> pool;
       for (int t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] { flops[t] = detail::fma_loop(2'000'000, &sinks[t]); });
+        pool.emplace_back([&, t] { flops[t] = detail::fma_loop(iterations, &sinks[t]); });
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double total = 0;

@@ -25,7 +25,10 @@ struct backend<cpu_policy> {
   using in3 = tensor_view<const T, 3>;
   template <class T>
   using in4 = tensor_view<const T, 4>;
-  static constexpr index_t block_rows = 64;  ///< rows of the output per work item
+  /// Rows of the output per work item: large enough that each Eigen GEMM runs near its best
+  /// (its packing of the right-hand side is amortised), fixed so that results do not depend
+  /// on the thread count.
+  static constexpr index_t block_rows = 256;
 
   template <class T>
   static void project(const cpu_policy& p, in3<T> x, in2<T> w, std::span<const T> bias,
@@ -73,22 +76,30 @@ struct backend<cpu_policy> {
     });
   }
 
+  /// Each row goes through an aligned per-thread copy, so Eigen's vectorised exp and sum see
+  /// the same alignment whatever the caller's buffer: results are bit-identical across
+  /// buffers, strides and thread counts.
   template <class T>
   static void softmax_rows(const cpu_policy& p, tensor_view<T, 4> s) {
-    using row_map =
-        Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>, Eigen::Unaligned, Eigen::InnerStride<>>;
+    using row_map = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>, Eigen::Aligned64>;
+    constexpr T inf = std::numeric_limits<T>::infinity();
     for_row_blocks(p, s, 8.0 * double(s.extent(3)),
                    [&](index_t b, index_t h, index_t i0, index_t rows) {
                      const auto S = cpu_detail::rows_of(s, b, h, i0, rows);
+                     if (S.cols == 0) return;
+                     row_map row(cpu_detail::thread_scratch<T>(std::size_t(S.cols)), S.cols);
                      for (index_t r = 0; r < rows; ++r) {
-                       row_map row(&S(r, 0), S.cols, Eigen::InnerStride<>(S.cs));
-                       const T m = S.cols > 0 ? row.maxCoeff() : T(0);
-                       if (m == -std::numeric_limits<T>::infinity()) {
+                       for (index_t c = 0; c < S.cols; ++c) row[c] = S(r, c);
+                       const T m = row.maxCoeff();
+                       if (m == -inf) {  // nothing visible: zeros, not NaN
                          row.setZero();
-                         continue;
+                       } else {
+                         row = (row - m).exp();
+                         for (index_t c = 0; c < S.cols; ++c)  // Eigen's exp clamps: exp(-inf) > 0
+                           if (S(r, c) == -inf) row[c] = T(0);
+                         row *= T(1) / row.sum();
                        }
-                       row = (row - m).exp();
-                       row /= row.sum();
+                       for (index_t c = 0; c < S.cols; ++c) S(r, c) = row[c];
                      }
                    });
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,15 @@
 #include "attn/core/policy.hpp"
 
 namespace attn::cpu_detail {
+
+/// A per-thread, 64-byte aligned buffer of at least n elements of T, reused across calls.
+template <class T>
+T* thread_scratch(std::size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n + 64 / sizeof(T)) buffer.resize(n + 64 / sizeof(T));
+  const auto p = reinterpret_cast<std::uintptr_t>(buffer.data());
+  return reinterpret_cast<T*>((p + 63) & ~std::uintptr_t(63));
+}
 
 /// Worker count for `items` items of about `flops_per_item` each: at most policy.threads
 /// (0: all hardware threads), and one per ~4 MFLOP of work so small calls stay on the caller.

@@ -151,14 +151,6 @@ struct vec {
 
 namespace attn::cpu_detail {
 
-/// A per-thread, 64-byte aligned float buffer of at least n elements.
-inline float* thread_scratch(std::size_t n) {
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < n + 16) buffer.resize(n + 16);
-  auto p = reinterpret_cast<std::uintptr_t>(buffer.data());
-  return reinterpret_cast<float*>((p + 63) & ~std::uintptr_t(63));
-}
-
 #if ATTN_CPU_SIMD
 /// Runs one ISA's flash_item over every (batch, head, query block), largest blocks first.
 template <class Scratch, class Item>
@@ -174,7 +166,7 @@ void run_flash_items(const cpu_policy& policy, tensor_view<const float, 4> q,
   parallel_for(worker_count(policy, items, flops), items, [&](index_t it) {
     const index_t blk = blocks - 1 - it / (B * H), bh = it % (B * H), b = bh / H, h = bh % H;
     const index_t i0 = blk * bq;
-    float* base = thread_scratch(std::size_t(bq * (D + bk + Dv + 3) + bk * (D + Dv)));
+    float* base = thread_scratch<float>(std::size_t(bq * (D + bk + Dv + 3) + bk * (D + Dv)));
     const index_t st = bq * D, ot = st + bq * bk, m = ot + bq * Dv;
     const Scratch w{base,          base + st,         base + ot,        base + m,
                     base + m + bq, base + m + 2 * bq, base + m + 3 * bq};
