@@ -91,9 +91,9 @@ void flash_attention(const cpu_policy& policy, tensor_view<const T, 4> q, tensor
   const index_t blocks = (Tq + flash_block_q - 1) / flash_block_q;
   const double flops =
       4.0 * double(flash_block_q) * double(k.extent(2)) * double(q.extent(3) + v.extent(3)) / 2;
-  // Largest-first: under the causal mask the last query blocks carry the most keys.
+  // Head by head (K and V stay in cache), largest (causal: last) query blocks first.
   parallel_for(worker_count(policy, B * H * blocks, flops), B * H * blocks, [&](index_t item) {
-    const index_t blk = blocks - 1 - item / (B * H), bh = item % (B * H);
+    const index_t bh = item / blocks, blk = blocks - 1 - item % blocks;
     const index_t i0 = blk * flash_block_q;
     flash_query_block<T>(q, k, v, o, lse, causal, T(scale), bh / H, bh % H, i0,
                          std::min(flash_block_q, Tq - i0));

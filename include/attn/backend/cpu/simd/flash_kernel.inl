@@ -104,10 +104,15 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
                                           const flash_scratch& w) {
   constexpr index_t bk = vec::bk;
   constexpr float inf = __builtin_inff();
-  // Pack qt; lanes past `rows` hold zeros and are never written out.
-  for (index_t i = 0; i < bq; ++i)
+  // Pack qt, a gather per vector of queries; lanes past `rows` hold zeros and are never
+  // written out.
+  const reg scale = vec::set1(scale_log2);
+  for (int n = 0; n < nq; ++n) {
+    const index_t first = n * lanes, valid = std::clamp<index_t>(rows - first, 0, lanes);
+    const float* qn = q + (i0 + first) * qs;
     for (index_t d = 0; d < D; ++d)
-      w.qt[d * bq + i] = i < rows ? q[(i0 + i) * qs + d] * scale_log2 : 0.0f;
+      vec::store(w.qt + d * bq + first, vec::mul(scale, vec::gather(qn + d, qs, int(valid))));
+  }
   std::fill_n(w.ot, Dv * bq, 0.0f);
   std::fill_n(w.m, bq, -inf);
   std::fill_n(w.l, bq, 0.0f);
@@ -116,6 +121,7 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
   // Rows further apart than D (Dv) floats are packed per block: strides like the 3 * 768 of
   // a fused QKV buffer map every row to the same few L1 sets.
   const bool pack_k = ks != D, pack_v = vs != Dv;
+  const bool prefetch = k_end * (D + Dv) * index_t(sizeof(float)) > (index_t(1) << 20);
 
   for (index_t j0 = 0; j0 < k_end; j0 += bk) {
     const index_t n_keys = std::min(bk, k_end - j0);
@@ -130,11 +136,13 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
     const float* kb = k + j0 * ks;
     const float* vb = v + j0 * vs;
     index_t kbs = ks, vbs = vs;
-    // Long contexts stream K and V from L3: fetch the next block while this one computes.
-    for (index_t j = j0 + bk; j < std::min(j0 + 2 * bk, k_end); ++j) {
-      for (index_t d = 0; d < D; d += 16) __builtin_prefetch(k + j * ks + d);
-      for (index_t d = 0; d < Dv; d += 16) __builtin_prefetch(v + j * vs + d);
-    }
+    // Long contexts stream K and V from L3: fetch the next block into L2 while this one
+    // computes. (Short ones stay in L2 by themselves; there the prefetches only cost.)
+    if (prefetch)
+      for (index_t j = j0 + bk; j < std::min(j0 + 2 * bk, k_end); ++j) {
+        for (index_t d = 0; d < D; d += 16) __builtin_prefetch(k + j * ks + d, 0, 2);
+        for (index_t d = 0; d < Dv; d += 16) __builtin_prefetch(v + j * vs + d, 0, 2);
+      }
     if (pack_k) {
       for (index_t j = 0; j < n_keys; ++j) std::copy_n(kb + j * ks, D, w.kv + j * D);
       kb = w.kv;
@@ -165,8 +173,12 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
         float* s = w.st + jj * bq + c;
         vec::store(s, vec::set_below(vec::load(s), float(jj - see[n] + 1), -inf));
       }
-      reg mx = vec::load(w.m + c);
-      for (index_t jj = 0; jj < lim[n]; ++jj) mx = vec::max(mx, vec::load(w.st + jj * bq + c));
+      reg mx4[4] = {vec::load(w.m + c), mx4[0], mx4[0], mx4[0]};  // 4 chains hide the latency
+      index_t jj = 0;
+      for (; jj + 4 <= lim[n]; jj += 4)
+        for (int u = 0; u < 4; ++u) mx4[u] = vec::max(mx4[u], vec::load(w.st + (jj + u) * bq + c));
+      for (; jj < lim[n]; ++jj) mx4[0] = vec::max(mx4[0], vec::load(w.st + jj * bq + c));
+      const reg mx = vec::max(vec::max(mx4[0], mx4[1]), vec::max(mx4[2], mx4[3]));
       const reg m_use = vec::replace_neg_inf(mx, 0.0f);  // all masked so far
       reg sum = vec::zero();
       for (index_t jj = 0; jj < lim[n]; ++jj) {

@@ -69,6 +69,13 @@ struct vec {
     const reg iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_blendv_ps(x, set1(value), _mm256_cmp_ps(iota, set1(bound), _CMP_LT_OQ));
   }
+  /// {p[0], p[stride], ...} for the first `count` lanes, zeros after.
+  static reg gather(const float* p, index_t stride, int count) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i index = _mm256_mullo_epi32(lane, _mm256_set1_epi32(int(stride)));
+    const reg mask = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), lane));
+    return _mm256_mask_i32gather_ps(zero(), p, index, mask, 4);
+  }
   static bool all_equal(reg x, float value) {
     return _mm256_movemask_ps(_mm256_cmp_ps(x, set1(value), _CMP_EQ_OQ)) == 0xff;
   }
@@ -122,6 +129,13 @@ struct vec {
     const reg iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(iota, set1(bound), _CMP_LT_OQ), x, set1(value));
   }
+  /// {p[0], p[stride], ...} for the first `count` lanes, zeros after.
+  static reg gather(const float* p, index_t stride, int count) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i index = _mm512_mullo_epi32(lane, _mm512_set1_epi32(int(stride)));
+    const __mmask16 mask = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(count), lane);
+    return _mm512_mask_i32gather_ps(zero(), mask, index, p, 4);
+  }
   static bool all_equal(reg x, float value) {
     return _mm512_cmp_ps_mask(x, set1(value), _CMP_EQ_OQ) == 0xffff;
   }
@@ -152,7 +166,7 @@ struct vec {
 namespace attn::cpu_detail {
 
 #if ATTN_CPU_SIMD
-/// Runs one ISA's flash_item over every (batch, head, query block), largest blocks first.
+/// Runs one ISA's flash_item over every (batch, head, query block).
 template <class Scratch, class Item>
 void run_flash_items(const cpu_policy& policy, tensor_view<const float, 4> q,
                      tensor_view<const float, 4> k, tensor_view<const float, 4> v,
@@ -164,7 +178,9 @@ void run_flash_items(const cpu_policy& policy, tensor_view<const float, 4> q,
   const double flops = 2.0 * double(bq) * double(Tk) * double(D + Dv) / (causal ? 2 : 1);
   const auto log2e = 1.4426950408889634;
   parallel_for(worker_count(policy, items, flops), items, [&](index_t it) {
-    const index_t blk = blocks - 1 - it / (B * H), bh = it % (B * H), b = bh / H, h = bh % H;
+    // One (batch, head) after another, so its K and V stay in L2 from one query block to the
+    // next; within it the largest (causal: last) query blocks first.
+    const index_t bh = it / blocks, blk = blocks - 1 - it % blocks, b = bh / H, h = bh % H;
     const index_t i0 = blk * bq;
     float* base = thread_scratch<float>(std::size_t(bq * (D + bk + Dv + 3) + bk * (D + Dv)));
     const index_t st = bq * D, ot = st + bq * bk, m = ot + bq * Dv;
