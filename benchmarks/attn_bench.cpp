@@ -270,7 +270,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   register_all();
   benchmark::AddCustomContext("roof ISA", attn::bench::detail::isa_name());
-  benchmark::AddCustomContext("fp32 FMA roof, 1 thread (GFLOP/s)",
+  benchmark::AddCustomContext("fp32 FMA roof at start, 1 thread (GFLOP/s)",
                               std::to_string(attn::bench::peak_flops(1) / 1e9));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
