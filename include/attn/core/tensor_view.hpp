@@ -131,4 +131,10 @@ class tensor_view {
   dims<Rank> strides_{};
 };
 
+/// The type of a read-only view parameter of the public functions: element type and memory
+/// space are not deduced from it but taken from the output argument, so a `tensor_view<T>`
+/// converts implicitly (`input_view<float, 4>` is `tensor_view<const float, 4>`).
+template <class T, int Rank, class Space = host_space>
+using input_view = tensor_view<const std::type_identity_t<T>, Rank, std::type_identity_t<Space>>;
+
 }  // namespace attn

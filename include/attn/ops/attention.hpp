@@ -24,9 +24,8 @@ namespace attn {
 /// \param opt  causal (bottom-right aligned when Tq != Tk) and scale (default 1/sqrt(D)).
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
-void attention(const Policy& policy, tensor_view<const std::type_identity_t<T>, 4, Space> q,
-               tensor_view<const std::type_identity_t<T>, 4, Space> k,
-               tensor_view<const std::type_identity_t<T>, 4, Space> v, tensor_view<T, 4, Space> o,
+void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4, Space> k,
+               input_view<T, 4, Space> v, tensor_view<T, 4, Space> o,
                tensor_view<accum_t<T>, 3, Space> lse, const attention_options& opt = {}) {
   detail::check_space<Policy, Space>();
   const detail::checker c{"attention"};
@@ -59,9 +58,8 @@ void attention(const Policy& policy, tensor_view<const std::type_identity_t<T>, 
 /// \param opt  causal (bottom-right aligned when Tq != Tk) and scale (default 1/sqrt(D)).
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
-void attention(const Policy& policy, tensor_view<const std::type_identity_t<T>, 4, Space> q,
-               tensor_view<const std::type_identity_t<T>, 4, Space> k,
-               tensor_view<const std::type_identity_t<T>, 4, Space> v, tensor_view<T, 4, Space> o,
+void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4, Space> k,
+               input_view<T, 4, Space> v, tensor_view<T, 4, Space> o,
                const attention_options& opt = {}) {
   attention(policy, q, k, v, o, tensor_view<accum_t<T>, 3, Space>{}, opt);
 }

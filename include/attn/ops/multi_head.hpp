@@ -34,8 +34,7 @@ struct mha_weights {
 /// \param opt  causal and scale (default 1/sqrt(D)).
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
-void multi_head_attention(const Policy& policy,
-                          tensor_view<const std::type_identity_t<T>, 3, Space> x,
+void multi_head_attention(const Policy& policy, input_view<T, 3, Space> x,
                           const mha_weights<std::type_identity_t<T>, Space>& w,
                           tensor_view<T, 3, Space> out, const attention_options& opt = {}) {
   detail::check_space<Policy, Space>();

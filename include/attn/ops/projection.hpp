@@ -19,9 +19,8 @@ namespace attn {
 /// \param bias  E elements, or empty for none.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
-void project(const Policy& policy, tensor_view<const std::type_identity_t<T>, 3, Space> x,
-             tensor_view<const std::type_identity_t<T>, 2, Space> w, tensor_view<T, 3, Space> y,
-             std::span<const std::type_identity_t<T>> bias = {}) {
+void project(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 2, Space> w,
+             tensor_view<T, 3, Space> y, std::span<const std::type_identity_t<T>> bias = {}) {
   detail::check_space<Policy, Space>();
   const detail::checker c{"project"};
   c.view("x", x);
@@ -47,10 +46,8 @@ void project(const Policy& policy, tensor_view<const std::type_identity_t<T>, 3,
 /// \param b_q, b_k, b_v  E elements each, or empty.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
-void project_qkv(const Policy& policy, tensor_view<const std::type_identity_t<T>, 3, Space> x,
-                 tensor_view<const std::type_identity_t<T>, 2, Space> w_q,
-                 tensor_view<const std::type_identity_t<T>, 2, Space> w_k,
-                 tensor_view<const std::type_identity_t<T>, 2, Space> w_v,
+void project_qkv(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 2, Space> w_q,
+                 input_view<T, 2, Space> w_k, input_view<T, 2, Space> w_v,
                  tensor_view<T, 3, Space> q, tensor_view<T, 3, Space> k, tensor_view<T, 3, Space> v,
                  std::span<const std::type_identity_t<T>> b_q = {},
                  std::span<const std::type_identity_t<T>> b_k = {},

@@ -31,8 +31,7 @@ void check_qk(const checker& c, const Q& q, const K& k) {
 /// \param scale  multiplier, default 1/sqrt(D); must be finite.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
-void scaled_scores(const Policy& policy, tensor_view<const std::type_identity_t<T>, 4, Space> q,
-                   tensor_view<const std::type_identity_t<T>, 4, Space> k,
+void scaled_scores(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4, Space> k,
                    tensor_view<T, 4, Space> s, std::optional<double> scale = std::nullopt) {
   detail::check_space<Policy, Space>();
   const detail::checker c{"scaled_scores"};

@@ -16,8 +16,7 @@ namespace attn {
 /// \param o  [B, H, Tq, Dv] output.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
-void weighted_values(const Policy& policy, tensor_view<const std::type_identity_t<T>, 4, Space> p,
-                     tensor_view<const std::type_identity_t<T>, 4, Space> v,
+void weighted_values(const Policy& policy, input_view<T, 4, Space> p, input_view<T, 4, Space> v,
                      tensor_view<T, 4, Space> o) {
   detail::check_space<Policy, Space>();
   const detail::checker c{"weighted_values"};
