@@ -1,0 +1,12 @@
+#pragma once
+/// \file
+/// attn::cuda, for .cu files compiled by nvcc: views, policies, every stage and the CUDA
+/// kernel backend (no Eigen, no CPU backend). Call the stages with `attn::cuda` and device
+/// views, or put ATTN_CUDA_INSTANTIATE(T) lines here for .cpp files that include
+/// <attn/cuda.hpp>.
+///
+///     #include <attn/cuda.cuh>
+///     attn::attention(attn::cuda.on(stream), q, k, v, o, attn::attention_options{.causal = true});
+
+#include "attn/backend/cuda/backend.cuh"
+#include "attn/cuda.hpp"
