@@ -28,12 +28,16 @@ struct backend<reference_policy> {
   template <class T>
   static void project(const reference_policy&, in3<T> x, in2<T> w, std::span<const T> bias,
                       tensor_view<T, 3> y) {
+    if (y.empty()) return;
     std::vector<double> acc(static_cast<std::size_t>(w.extent(1)));
     for (index_t b = 0; b < x.extent(0); ++b)
       for (index_t t = 0; t < x.extent(1); ++t) {
         for (index_t e = 0; e < w.extent(1); ++e) acc[e] = bias.empty() ? 0.0 : double(bias[e]);
-        for (index_t c = 0; c < x.extent(2); ++c)
-          for (index_t e = 0; e < w.extent(1); ++e) acc[e] += double(x(b, t, c)) * double(w(c, e));
+        for (index_t c = 0; c < x.extent(2); ++c) {
+          const double xc = x(b, t, c);
+          const T* w_row = &w(c, 0);  // row c of w: elements w_row[e * w.stride(1)]
+          for (index_t e = 0; e < w.extent(1); ++e) acc[e] += xc * double(w_row[e * w.stride(1)]);
+        }
         for (index_t e = 0; e < w.extent(1); ++e) y(b, t, e) = T(acc[e]);
       }
   }
@@ -113,8 +117,11 @@ struct backend<reference_policy> {
 
   template <class T>
   static double dot(in4<T> q, in4<T> k, index_t b, index_t h, index_t i, index_t j) {
+    const T* qi = &q(b, h, i, 0);
+    const T* kj = &k(b, h, j, 0);
     double acc = 0;
-    for (index_t d = 0; d < q.extent(3); ++d) acc += double(q(b, h, i, d)) * double(k(b, h, j, d));
+    for (index_t d = 0; d < q.extent(3); ++d)
+      acc += double(qi[d * q.stride(3)]) * double(kj[d * k.stride(3)]);
     return acc;
   }
 
@@ -122,9 +129,11 @@ struct backend<reference_policy> {
   template <class T, class W>
   static void weighted_sum(in4<T> v, index_t b, index_t h, W&& weight, std::vector<double>& acc) {
     std::fill(acc.begin(), acc.end(), 0.0);
+    if (acc.empty()) return;
     for (index_t j = 0; j < v.extent(2); ++j) {
       const double wj = weight(j);
-      for (index_t d = 0; d < v.extent(3); ++d) acc[d] += wj * double(v(b, h, j, d));
+      const T* vj = &v(b, h, j, 0);
+      for (index_t d = 0; d < v.extent(3); ++d) acc[d] += wj * double(vj[d * v.stride(3)]);
     }
   }
 
