@@ -297,27 +297,68 @@ template <class T>
   }
 }
 
-TYPED_TEST(CudaStages, AttentionMatchesReference) {
-  using T = TypeParam;
-  for (const shape& s : shapes())
-    for (bool causal : {false, true}) {
-      SCOPED_TRACE(s.str() + (causal ? " causal" : ""));
-      const qkv<T> in(s);
-      host_tensor<T, 4> got({s.B, s.H, s.Tq, s.Dv});
-      host_tensor<float, 4> want({s.B, s.H, s.Tq, s.Dv});
-      host_tensor<float, 3> lse_got({s.B, s.H, s.Tq}), lse_want({s.B, s.H, s.Tq});
-      const attention_options opt{.causal = causal};
-      attention(this->policy, in.q.view(), in.k.view(), in.v.view(), got.view(), lse_got.view(),
-                opt);
-      attention(reference, in.q32.view(), in.k32.view(), in.v32.view(), want.view(),
-                lse_want.view(), opt);
-      EXPECT_TRUE(attention_close(got, want, in, s, causal));
-      // The log-sum-exp is fp32 in every type: only the fp32 score sums differ.
-      EXPECT_TRUE(close<float>(lse_got, lse_want) ||
-                  (!std::is_same_v<T, float> && max_error(lse_got, lse_want) < 1e-3))
-          << max_error(lse_got, lse_want);
-    }
+/// The fused attention (with log-sum-exp) of one case against the fp32 reference.
+template <class T>
+void check_attention(const shape& s, bool causal) {
+  const qkv<T> in(s);
+  host_tensor<T, 4> got({s.B, s.H, s.Tq, s.Dv});
+  host_tensor<float, 4> want({s.B, s.H, s.Tq, s.Dv});
+  host_tensor<float, 3> lse_got({s.B, s.H, s.Tq}), lse_want({s.B, s.H, s.Tq});
+  const attention_options opt{.causal = causal};
+  attention(cuda_staged{}, in.q.view(), in.k.view(), in.v.view(), got.view(), lse_got.view(), opt);
+  attention(reference, in.q32.view(), in.k32.view(), in.v32.view(), want.view(), lse_want.view(),
+            opt);
+  EXPECT_TRUE(attention_close(got, want, in, s, causal));
+  // The log-sum-exp is fp32 in every type: only the fp32 score sums differ.
+  EXPECT_TRUE(close<float>(lse_got, lse_want) ||
+              (!std::is_same_v<T, float> && max_error(lse_got, lse_want) < 1e-3))
+      << max_error(lse_got, lse_want);
 }
+
+/// One fused-attention case, named in the test list (e.g. half_B1H2_Tq65_Tk7_D80_Dv80_causal).
+struct attention_case {
+  int type;  // 0 float, 1 __half, 2 __nv_bfloat16
+  shape s;
+  bool causal;
+};
+
+void PrintTo(const attention_case& c, std::ostream* os) {
+  *os << (c.causal ? "causal " : "") << c.s.str();
+}
+
+std::vector<attention_case> attention_cases() {
+  std::vector<attention_case> cases;
+  for (int type = 0; type < 3; ++type)
+    for (const shape& s : shapes())
+      for (bool causal : {false, true}) cases.push_back({type, s, causal});
+  return cases;
+}
+
+std::string attention_case_name(const ::testing::TestParamInfo<attention_case>& info) {
+  const attention_case& c = info.param;
+  std::ostringstream n;
+  n << (c.type == 0   ? "float"
+        : c.type == 1 ? "half"
+                      : "bfloat16")
+    << "_B" << c.s.B << "H" << c.s.H << "_Tq" << c.s.Tq << "_Tk" << c.s.Tk << "_D" << c.s.D << "_Dv"
+    << c.s.Dv << (c.causal ? "_causal" : "");
+  return n.str();
+}
+
+class CudaAttention : public ::testing::TestWithParam<attention_case> {
+ protected:
+  void SetUp() override { ATTN_REQUIRE_DEVICE(); }
+};
+
+TEST_P(CudaAttention, MatchesReference) {
+  const attention_case& c = GetParam();
+  if (c.type == 0) check_attention<float>(c.s, c.causal);
+  if (c.type == 1) check_attention<__half>(c.s, c.causal);
+  if (c.type == 2) check_attention<__nv_bfloat16>(c.s, c.causal);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention, ::testing::ValuesIn(attention_cases()),
+                         attention_case_name);
 
 TYPED_TEST(CudaStages, FullyMaskedRowsAreZeroWithMinusInfinityLse) {
   using T = TypeParam;
