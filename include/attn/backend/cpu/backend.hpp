@@ -54,15 +54,7 @@ struct backend<cpu_policy> {
   template <class T>
   static void scaled_scores(const cpu_policy& p, in4<T> q, in4<T> k, tensor_view<T, 4> s,
                             double scale) {
-    for_row_blocks(
-        p, s, 2.0 * double(q.extent(3) * k.extent(2)),
-        [&](index_t b, index_t h, index_t i0, index_t rows) {
-          cpu_detail::matrix<T> q_pack, k_pack;
-          const auto Q = cpu_detail::read(cpu_detail::rows_of(q, b, h, i0, rows), q_pack);
-          const auto K = cpu_detail::read(cpu_detail::rows_of(k, b, h, 0, k.extent(2)), k_pack);
-          cpu_detail::write(cpu_detail::rows_of(s, b, h, i0, rows),
-                            [&](auto S) { S.noalias() = T(scale) * Q * K.transpose(); });
-        });
+    gemm_rows<true>(p, q, k, s, T(scale));
   }
 
   template <class T>
@@ -106,15 +98,7 @@ struct backend<cpu_policy> {
 
   template <class T>
   static void weighted_values(const cpu_policy& p, in4<T> pm, in4<T> v, tensor_view<T, 4> o) {
-    for_row_blocks(
-        p, o, 2.0 * double(v.extent(2) * v.extent(3)),
-        [&](index_t b, index_t h, index_t i0, index_t rows) {
-          cpu_detail::matrix<T> p_pack, v_pack;
-          const auto P = cpu_detail::read(cpu_detail::rows_of(pm, b, h, i0, rows), p_pack);
-          const auto V = cpu_detail::read(cpu_detail::rows_of(v, b, h, 0, v.extent(2)), v_pack);
-          cpu_detail::write(cpu_detail::rows_of(o, b, h, i0, rows),
-                            [&](auto O) { O.noalias() = P * V; });
-        });
+    gemm_rows<false>(p, pm, v, o, T(1));
   }
 
   template <class T>
@@ -124,6 +108,26 @@ struct backend<cpu_policy> {
   }
 
  private:
+  /// c[b, h] = alpha * a[b, h] * op(m[b, h]) for every (batch, head), by blocks of rows of a
+  /// and c; op transposes when `TransposeM` (scores: Q K^T) and is the identity otherwise
+  /// (weighted values: P V).
+  template <bool TransposeM, class T>
+  static void gemm_rows(const cpu_policy& p, in4<T> a, in4<T> m, tensor_view<T, 4> c, T alpha) {
+    for_row_blocks(
+        p, c, 2.0 * double(m.extent(2) * m.extent(3)),
+        [&](index_t b, index_t h, index_t i0, index_t rows) {
+          cpu_detail::matrix<T> a_pack, m_pack;
+          const auto A = cpu_detail::read(cpu_detail::rows_of(a, b, h, i0, rows), a_pack);
+          const auto M = cpu_detail::read(cpu_detail::rows_of(m, b, h, 0, m.extent(2)), m_pack);
+          cpu_detail::write(cpu_detail::rows_of(c, b, h, i0, rows), [&](auto C) {
+            if constexpr (TransposeM)
+              C.noalias() = alpha * A * M.transpose();
+            else
+              C.noalias() = alpha * A * M;
+          });
+        });
+  }
+
   /// Calls f(b, h, i0, rows) for blocks of `block_rows` rows of a [B, H, T, *] view, in
   /// parallel; `flops_per_row` sizes the thread count.
   template <class T, class F>
