@@ -459,6 +459,30 @@ TEST_F(CudaDevice, CopyRoundTripsStridedViews) {
   EXPECT_THROW(copy(a.view(), d.view()), shape_error);
 }
 
+TEST_F(CudaDevice, PolicyOnAStreamQueuesThere) {
+  const shape s{1, 2, 65, 65, 64, 64};
+  const qkv<float> in(s);
+  device_tensor<float, 4> q({s.B, s.H, s.Tq, s.D}), k({s.B, s.H, s.Tk, s.D}),
+      v({s.B, s.H, s.Tk, s.Dv}), o({s.B, s.H, s.Tq, s.Dv});
+  copy(in.q.view(), q.view());
+  copy(in.k.view(), k.view());
+  copy(in.v.view(), v.view());
+  cudaStream_t stream = nullptr;
+  ATTN_CUDA_CHECK(cudaStreamCreate(&stream));
+  const cuda_policy on_stream = cuda.on(stream);
+  EXPECT_EQ(on_stream.stream, stream);
+  attention(on_stream, tensor_view<const float, 4, device_space>(q.view()),
+            tensor_view<const float, 4, device_space>(k.view()),
+            tensor_view<const float, 4, device_space>(v.view()), o.view(), {.causal = true});
+  ATTN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  ATTN_CUDA_CHECK(cudaStreamDestroy(stream));
+  host_tensor<float, 4> got({s.B, s.H, s.Tq, s.Dv});
+  host_tensor<float, 4> want({s.B, s.H, s.Tq, s.Dv});
+  copy(o.view(), got.view());
+  attention(reference, in.q32.view(), in.k32.view(), in.v32.view(), want.view(), {.causal = true});
+  EXPECT_TRUE(close<float>(got, want));
+}
+
 TEST_F(CudaDevice, ErrorsBecomeBackendErrorsWithFileLineAndCudaString) {
   try {
     ATTN_CUDA_CHECK(cudaErrorMemoryAllocation);

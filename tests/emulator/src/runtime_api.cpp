@@ -69,6 +69,17 @@ cudaError_t cudaMemsetAsync(void* pointer, int value, std::size_t bytes, cudaStr
   return cudaMemset(pointer, value, bytes);
 }
 
+// Streams only order work on a GPU; emulated, every launch and copy completes before returning.
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  *stream = reinterpret_cast<cudaStream_t>(new char);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  delete reinterpret_cast<char*>(stream);
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaGetLastError() { return take_last_error(true); }
