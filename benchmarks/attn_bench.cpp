@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <attn/attn.hpp>
 #include <chrono>
 #include <random>
@@ -34,20 +35,40 @@ attn::host_tensor<T, R> random_tensor(const attn::dims<R>& e, double amp = 1.0) 
 }
 
 /// Runs body() once per benchmark iteration, timing real (wall-clock) time itself, and sets
-/// GFLOP/s and pct_peak (percent of the fp32 FMA roof for `threads` threads, measured in this
-/// run). flops == 0 reports only the time.
+///   GFLOP/s   the mean rate over all iterations;
+///   roof      the fp32 FMA roof for `threads` threads (GFLOP/s), sampled right before and
+///             right after every iteration (outside the benchmark's timing), median;
+///   pct_peak  the median over iterations of 100 * (this iteration's rate) / (its roof).
+/// flops == 0 reports only the time.
 template <class F>
 void timed(benchmark::State& st, double flops, int threads, F&& body) {
   double seconds = 0;
+  std::vector<double> roofs, ratios;
   for (auto _ : st) {
+    double before = 0;
+    if (flops > 0) {
+      st.PauseTiming();
+      before = attn::bench::roof_sample(threads);
+      st.ResumeTiming();
+    }
     const auto t0 = std::chrono::steady_clock::now();
     body();
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += t;
+    if (flops == 0) continue;
+    st.PauseTiming();
+    roofs.push_back((before + attn::bench::roof_sample(threads)) / 2);
+    ratios.push_back(flops / t / roofs.back());
+    st.ResumeTiming();
   }
   if (flops == 0 || seconds == 0) return;
-  const double rate = flops * double(st.iterations()) / seconds;
-  st.counters["GFLOP/s"] = rate / 1e9;
-  st.counters["pct_peak"] = 100.0 * rate / attn::bench::peak_flops(threads);
+  const auto median = [](std::vector<double> x) {
+    std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(x.size() / 2), x.end());
+    return x[x.size() / 2];
+  };
+  st.counters["GFLOP/s"] = flops * double(st.iterations()) / seconds / 1e9;
+  st.counters["roof"] = median(roofs) / 1e9;
+  st.counters["pct_peak"] = 100.0 * median(ratios);
 }
 
 double attention_flops(index_t B, index_t T, bool causal) {
@@ -58,7 +79,6 @@ void roof(benchmark::State& st, int threads) {
   double flops = 0;
   for (auto _ : st) flops = attn::bench::measure_peak(threads);
   st.counters["GFLOP/s"] = flops / 1e9;
-  st.counters["pct_peak"] = 100.0 * flops / attn::bench::peak_flops(threads);
 }
 
 template <class Policy, class T>
@@ -270,8 +290,6 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   register_all();
   benchmark::AddCustomContext("roof ISA", attn::bench::detail::isa_name());
-  benchmark::AddCustomContext("fp32 FMA roof at start, 1 thread (GFLOP/s)",
-                              std::to_string(attn::bench::peak_flops(1) / 1e9));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -65,11 +65,10 @@ inline const char* isa_name() {
 
 }  // namespace detail
 
-/// FLOP/s of `threads` threads running the FMA loop at once: best of `rounds` rounds of about
-/// 50 ms each (long enough for the clock to settle).
-inline double measure_peak(int threads, int rounds = 5) {
-  // ~50 ms at 160 GFLOP/s with AVX-512; proportionally longer on narrower units.
-  const long iterations = 20'000'000;
+/// FLOP/s of `threads` threads running `iterations` rounds of the FMA loop at once, best of
+/// `rounds` tries. The default is about 50 ms a try at 160 GFLOP/s (AVX-512), long enough for
+/// the clock to settle.
+inline double measure_peak(int threads, int rounds = 5, long iterations = 20'000'000) {
   double best = 0;
   for (int round = 0; round < rounds; ++round) {
     std::vector<double> flops(std::size_t(threads), 0.0);
@@ -88,14 +87,9 @@ inline double measure_peak(int threads, int rounds = 5) {
   return best;
 }
 
-/// The roof for `threads` threads: the highest FMA throughput measured so far in this
-/// process. Each call measures once more (two rounds, ~100 ms), so a roof taken while a
-/// neighbour was busy is replaced by a better one and pct_peak is never inflated by it.
-inline double peak_flops(int threads) {
-  static std::vector<double> best(65, 0.0);
-  threads = std::clamp(threads, 1, int(best.size()) - 1);
-  best[threads] = std::max(best[threads], measure_peak(threads, 2));
-  return best[threads];
-}
+/// One short roof sample (about 5 ms) for `threads` threads. The benchmarks take one right
+/// after every timed iteration: this machine's speed drifts by tens of percent over seconds
+/// (shared hosts), so only a roof measured next to the kernel gives a meaningful ratio.
+inline double roof_sample(int threads) { return measure_peak(threads, 1, 2'000'000); }
 
 }  // namespace attn::bench
