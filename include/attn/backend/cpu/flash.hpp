@@ -47,18 +47,23 @@ void flash_query_block(tensor_view<const T, 4> q, tensor_view<const T, 4> k,
     const auto V = read(rows_of(v, b, h, j0, cols), v_pack);  // (cols, Dv)
     auto Sb = S.leftCols(cols);
     Sb.noalias() = scale * Q * K.transpose();
-    if (causal && j0 + cols - 1 > i0 + offset)  // the diagonal crosses this block
-      for (index_t r = 0; r < rows; ++r)
-        for (index_t c = std::max<index_t>(0, i0 + r + offset + 1 - j0); c < cols; ++c)
-          Sb(r, c) = -inf;
+    // Row r sees the block's first `visible(r)` keys (all of them unless the diagonal crosses).
+    const bool diagonal = causal && j0 + cols - 1 > i0 + offset;
+    const auto visible = [&](index_t r) {
+      return diagonal ? std::clamp<index_t>(i0 + r + offset + 1 - j0, 0, cols) : cols;
+    };
     for (index_t r = 0; r < rows; ++r) {
-      const T m_new = std::max(m(r), Sb.row(r).maxCoeff());
+      const index_t n = visible(r);
+      const T m_new = n > 0 ? std::max(m(r), Sb.row(r).head(n).maxCoeff()) : m(r);
       if (m_new == -inf) {  // nothing visible yet in this row
         Sb.row(r).setZero();
         continue;
       }
       const T alpha = std::exp(m(r) - m_new);  // 0 on the first visible block
-      Sb.row(r) = (Sb.row(r).array() - m_new).exp();
+      // Masked keys get exactly 0 (Eigen's exp would turn -inf into a denormal, and those
+      // make the P V product crawl through microcode assists).
+      Sb.row(r).head(n) = (Sb.row(r).head(n).array() - m_new).exp();
+      Sb.row(r).tail(cols - n).setZero();
       l(r) = alpha * l(r) + Sb.row(r).sum();
       O.row(r) *= alpha;
       m(r) = m_new;
