@@ -20,20 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "../emulator/testing.cuh"  // ATTN_REQUIRE_DEVICE
+#include "../support/shape.hpp"
 #include "../support/tolerance.hpp"
 #include "staged.hpp"
 
 namespace attn::test {
 namespace {
-
-/// Skips the test when no GPU is usable (the nvcc build without a driver); emulated, it runs.
-#define ATTN_REQUIRE_DEVICE()                                                 \
-  do {                                                                        \
-    int devices_ = 0;                                                         \
-    const cudaError_t error_ = cudaGetDeviceCount(&devices_);                 \
-    if (error_ != cudaSuccess || devices_ == 0)                               \
-      GTEST_SKIP() << "no usable GPU (" << cudaGetErrorString(error_) << ")"; \
-  } while (0)
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
@@ -96,15 +89,6 @@ template <class T, class A, class B, int R>
          << "element " << worst_i << " is " << f32(a.data()[worst_i]) << ", reference "
          << f32(ref.data()[worst_i]) << " (" << worst << "x the tolerance)";
 }
-
-struct shape {
-  index_t B, H, Tq, Tk, D, Dv;
-  std::string str() const {
-    std::ostringstream s;
-    s << "B=" << B << " H=" << H << " Tq=" << Tq << " Tk=" << Tk << " D=" << D << " Dv=" << Dv;
-    return s.str();
-  }
-};
 
 /// T in {1, 7, 63, 65, 128, 200}, D in {16, 64, 80, 128} (and 1, 256), Tq < Tk, Tq > Tk (rows
 /// that see no key under the mask), Dv != D. Sized for the emulator (~2e8 FLOP/s). With

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "shape.hpp"
 #include "tolerance.hpp"
 
 namespace attn::test {
@@ -84,16 +85,6 @@ bool identical(const host_tensor<T, R>& a, const host_tensor<T, R>& b) {
            return std::memcmp(&x, &y, sizeof(T)) == 0;
          });
 }
-
-/// Shape of one attention problem.
-struct shape {
-  index_t B, H, Tq, Tk, D, Dv;
-  std::string str() const {
-    std::ostringstream s;
-    s << "B=" << B << " H=" << H << " Tq=" << Tq << " Tk=" << Tk << " D=" << D << " Dv=" << Dv;
-    return s.str();
-  }
-};
 
 /// The shapes every stage is checked over: T in {1, 2, 7, 63, 64, 65, 127, 1000}, D in
 /// {1, 8, 64, 80, 128, 256}, B and H in {1, 2, 3}, Tq < Tk, Tq > Tk and Dv != D.
