@@ -87,16 +87,10 @@ namespace attn {
 template <>
 struct backend<test::cuda_staged> {
   using cuda_b = backend<cuda_policy>;
-  template <class T>
-  using in2 = tensor_view<const T, 2>;
-  template <class T>
-  using in3 = tensor_view<const T, 3>;
-  template <class T>
-  using in4 = tensor_view<const T, 4>;
 
   template <class T>
-  static void project(const test::cuda_staged&, in3<T> x, in2<T> w, std::span<const T> bias,
-                      tensor_view<T, 3> y) {
+  static void project(const test::cuda_staged&, input_view<T, 3> x, input_view<T, 2> w,
+                      std::span<const T> bias, tensor_view<T, 3> y) {
     const test::staged_view dx(x);
     const test::staged_view dy(y);
     const test::staged_view dw(w);
@@ -106,9 +100,10 @@ struct backend<test::cuda_staged> {
   }
 
   template <class T>
-  static void project_qkv(const test::cuda_staged&, in3<T> x, in2<T> w_q, in2<T> w_k, in2<T> w_v,
-                          std::span<const T> b_q, std::span<const T> b_k, std::span<const T> b_v,
-                          tensor_view<T, 3> q, tensor_view<T, 3> k, tensor_view<T, 3> v) {
+  static void project_qkv(const test::cuda_staged&, input_view<T, 3> x, input_view<T, 2> w_q,
+                          input_view<T, 2> w_k, input_view<T, 2> w_v, std::span<const T> b_q,
+                          std::span<const T> b_k, std::span<const T> b_v, tensor_view<T, 3> q,
+                          tensor_view<T, 3> k, tensor_view<T, 3> v) {
     const test::staged_view dx(x);
     const test::staged_view dq(q);
     const test::staged_view dk(k);
@@ -126,8 +121,8 @@ struct backend<test::cuda_staged> {
   }
 
   template <class T>
-  static void scaled_scores(const test::cuda_staged&, in4<T> q, in4<T> k, tensor_view<T, 4> s,
-                            double scale) {
+  static void scaled_scores(const test::cuda_staged&, input_view<T, 4> q, input_view<T, 4> k,
+                            tensor_view<T, 4> s, double scale) {
     const test::staged_view dq(q);
     const test::staged_view dk(k);
     const test::staged_view ds(s);
@@ -150,7 +145,8 @@ struct backend<test::cuda_staged> {
   }
 
   template <class T>
-  static void weighted_values(const test::cuda_staged&, in4<T> p, in4<T> v, tensor_view<T, 4> o) {
+  static void weighted_values(const test::cuda_staged&, input_view<T, 4> p, input_view<T, 4> v,
+                              tensor_view<T, 4> o) {
     const test::staged_view dp(p);
     const test::staged_view dv(v);
     const test::staged_view d_o(o);
@@ -159,8 +155,9 @@ struct backend<test::cuda_staged> {
   }
 
   template <class T>
-  static void attention(const test::cuda_staged&, in4<T> q, in4<T> k, in4<T> v, tensor_view<T, 4> o,
-                        tensor_view<accum_t<T>, 3> lse, bool causal, double scale) {
+  static void attention(const test::cuda_staged&, input_view<T, 4> q, input_view<T, 4> k,
+                        input_view<T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
+                        bool causal, double scale) {
     const test::staged_view dq(q);
     const test::staged_view dk(k);
     const test::staged_view dv(v);

@@ -19,21 +19,15 @@ namespace attn {
 
 template <>
 struct backend<cpu_policy> {
-  template <class T>
-  using in2 = tensor_view<const T, 2>;
-  template <class T>
-  using in3 = tensor_view<const T, 3>;
-  template <class T>
-  using in4 = tensor_view<const T, 4>;
   /// Rows of the output per work item: large enough that each Eigen GEMM runs near its best
   /// (its packing of the right-hand side is amortised), fixed so that results do not depend
   /// on the thread count.
   static constexpr index_t block_rows = 256;
 
   template <class T>
-  static void project(const cpu_policy& p, in3<T> x, in2<T> w, std::span<const T> bias,
-                      tensor_view<T, 3> y) {
-    const in2<T> ws[] = {w};
+  static void project(const cpu_policy& p, input_view<T, 3> x, input_view<T, 2> w,
+                      std::span<const T> bias, tensor_view<T, 3> y) {
+    const input_view<T, 2> ws[] = {w};
     const std::span<const T> bs[] = {bias};
     tensor_view<T, 3> ys[] = {y};
     projections<T>(p, x, ws, bs, ys);
@@ -42,18 +36,19 @@ struct backend<cpu_policy> {
   /// Q, K and V from one pass over x: each block of x rows feeds all three products while it
   /// is in cache.
   template <class T>
-  static void project_qkv(const cpu_policy& p, in3<T> x, in2<T> w_q, in2<T> w_k, in2<T> w_v,
-                          std::span<const T> b_q, std::span<const T> b_k, std::span<const T> b_v,
-                          tensor_view<T, 3> q, tensor_view<T, 3> k, tensor_view<T, 3> v) {
-    const in2<T> ws[] = {w_q, w_k, w_v};
+  static void project_qkv(const cpu_policy& p, input_view<T, 3> x, input_view<T, 2> w_q,
+                          input_view<T, 2> w_k, input_view<T, 2> w_v, std::span<const T> b_q,
+                          std::span<const T> b_k, std::span<const T> b_v, tensor_view<T, 3> q,
+                          tensor_view<T, 3> k, tensor_view<T, 3> v) {
+    const input_view<T, 2> ws[] = {w_q, w_k, w_v};
     const std::span<const T> bs[] = {b_q, b_k, b_v};
     tensor_view<T, 3> ys[] = {q, k, v};
     projections<T>(p, x, ws, bs, ys);
   }
 
   template <class T>
-  static void scaled_scores(const cpu_policy& p, in4<T> q, in4<T> k, tensor_view<T, 4> s,
-                            double scale) {
+  static void scaled_scores(const cpu_policy& p, input_view<T, 4> q, input_view<T, 4> k,
+                            tensor_view<T, 4> s, double scale) {
     gemm_rows<true>(p, q, k, s, T(scale));
   }
 
@@ -97,13 +92,15 @@ struct backend<cpu_policy> {
   }
 
   template <class T>
-  static void weighted_values(const cpu_policy& p, in4<T> pm, in4<T> v, tensor_view<T, 4> o) {
+  static void weighted_values(const cpu_policy& p, input_view<T, 4> pm, input_view<T, 4> v,
+                              tensor_view<T, 4> o) {
     gemm_rows<false>(p, pm, v, o, T(1));
   }
 
   template <class T>
-  static void attention(const cpu_policy& p, in4<T> q, in4<T> k, in4<T> v, tensor_view<T, 4> o,
-                        tensor_view<accum_t<T>, 3> lse, bool causal, double scale) {
+  static void attention(const cpu_policy& p, input_view<T, 4> q, input_view<T, 4> k,
+                        input_view<T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
+                        bool causal, double scale) {
     cpu_detail::flash_attention<T>(p, q, k, v, o, lse, causal, scale);
   }
 
@@ -112,7 +109,8 @@ struct backend<cpu_policy> {
   /// and c; op transposes when `TransposeM` (scores: Q K^T) and is the identity otherwise
   /// (weighted values: P V).
   template <bool TransposeM, class T>
-  static void gemm_rows(const cpu_policy& p, in4<T> a, in4<T> m, tensor_view<T, 4> c, T alpha) {
+  static void gemm_rows(const cpu_policy& p, input_view<T, 4> a, input_view<T, 4> m,
+                        tensor_view<T, 4> c, T alpha) {
     for_row_blocks(
         p, c, 2.0 * double(m.extent(2) * m.extent(3)),
         [&](index_t b, index_t h, index_t i0, index_t rows) {
@@ -144,7 +142,7 @@ struct backend<cpu_policy> {
 
   /// ys[n] = x ws[n] + bs[n] for every n, one block of x rows at a time.
   template <class T, std::size_t N>
-  static void projections(const cpu_policy& p, in3<T> x, const in2<T> (&ws)[N],
+  static void projections(const cpu_policy& p, input_view<T, 3> x, const input_view<T, 2> (&ws)[N],
                           const std::span<const T> (&bs)[N], tensor_view<T, 3> (&ys)[N]) {
     using cpu_detail::matrix;
     matrix<T> w_pack[N];

@@ -17,17 +17,11 @@ namespace attn {
 
 template <>
 struct backend<reference_policy> {
-  template <class T>
-  using in2 = tensor_view<const T, 2>;
-  template <class T>
-  using in3 = tensor_view<const T, 3>;
-  template <class T>
-  using in4 = tensor_view<const T, 4>;
   static constexpr double inf = std::numeric_limits<double>::infinity();
 
   template <class T>
-  static void project(const reference_policy&, in3<T> x, in2<T> w, std::span<const T> bias,
-                      tensor_view<T, 3> y) {
+  static void project(const reference_policy&, input_view<T, 3> x, input_view<T, 2> w,
+                      std::span<const T> bias, tensor_view<T, 3> y) {
     if (y.empty()) return;
     std::vector<double> acc(static_cast<std::size_t>(w.extent(1)));
     for (index_t b = 0; b < x.extent(0); ++b)
@@ -43,17 +37,18 @@ struct backend<reference_policy> {
   }
 
   template <class T>
-  static void project_qkv(const reference_policy& p, in3<T> x, in2<T> w_q, in2<T> w_k, in2<T> w_v,
-                          std::span<const T> b_q, std::span<const T> b_k, std::span<const T> b_v,
-                          tensor_view<T, 3> q, tensor_view<T, 3> k, tensor_view<T, 3> v) {
+  static void project_qkv(const reference_policy& p, input_view<T, 3> x, input_view<T, 2> w_q,
+                          input_view<T, 2> w_k, input_view<T, 2> w_v, std::span<const T> b_q,
+                          std::span<const T> b_k, std::span<const T> b_v, tensor_view<T, 3> q,
+                          tensor_view<T, 3> k, tensor_view<T, 3> v) {
     project(p, x, w_q, b_q, q);
     project(p, x, w_k, b_k, k);
     project(p, x, w_v, b_v, v);
   }
 
   template <class T>
-  static void scaled_scores(const reference_policy&, in4<T> q, in4<T> k, tensor_view<T, 4> s,
-                            double scale) {
+  static void scaled_scores(const reference_policy&, input_view<T, 4> q, input_view<T, 4> k,
+                            tensor_view<T, 4> s, double scale) {
     for_rows(s, [&](index_t b, index_t h, index_t i) {
       for (index_t j = 0; j < k.extent(2); ++j) s(b, h, i, j) = T(scale * dot(q, k, b, h, i, j));
     });
@@ -79,7 +74,8 @@ struct backend<reference_policy> {
   }
 
   template <class T>
-  static void weighted_values(const reference_policy&, in4<T> p, in4<T> v, tensor_view<T, 4> o) {
+  static void weighted_values(const reference_policy&, input_view<T, 4> p, input_view<T, 4> v,
+                              tensor_view<T, 4> o) {
     std::vector<double> acc(static_cast<std::size_t>(o.extent(3)));
     for_rows(o, [&](index_t b, index_t h, index_t i) {
       weighted_sum(
@@ -91,8 +87,9 @@ struct backend<reference_policy> {
   /// One query row at a time: scores in double, mask, softmax, weighted sum. Needs O(Tk)
   /// memory, never [Tq, Tk].
   template <class T>
-  static void attention(const reference_policy&, in4<T> q, in4<T> k, in4<T> v, tensor_view<T, 4> o,
-                        tensor_view<accum_t<T>, 3> lse, bool causal, double scale) {
+  static void attention(const reference_policy&, input_view<T, 4> q, input_view<T, 4> k,
+                        input_view<T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
+                        bool causal, double scale) {
     const index_t Tk = k.extent(2), offset = Tk - q.extent(2);
     std::vector<double> row(static_cast<std::size_t>(Tk)), acc(std::size_t(o.extent(3)));
     for_rows(o, [&](index_t b, index_t h, index_t i) {
@@ -116,7 +113,8 @@ struct backend<reference_policy> {
   }
 
   template <class T>
-  static double dot(in4<T> q, in4<T> k, index_t b, index_t h, index_t i, index_t j) {
+  static double dot(tensor_view<const T, 4> q, tensor_view<const T, 4> k, index_t b, index_t h,
+                    index_t i, index_t j) {
     const T* qi = &q(b, h, i, 0);
     const T* kj = &k(b, h, j, 0);
     double acc = 0;
@@ -127,7 +125,8 @@ struct backend<reference_policy> {
 
   /// acc[d] = sum_j weight(j) * v[b, h, j, d].
   template <class T, class W>
-  static void weighted_sum(in4<T> v, index_t b, index_t h, W&& weight, std::vector<double>& acc) {
+  static void weighted_sum(tensor_view<const T, 4> v, index_t b, index_t h, W&& weight,
+                           std::vector<double>& acc) {
     std::fill(acc.begin(), acc.end(), 0.0);
     if (acc.empty()) return;
     for (index_t j = 0; j < v.extent(2); ++j) {
