@@ -34,18 +34,27 @@ struct flash_scratch {
 template <int R, int N0>
 ATTN_SIMD_INLINE void score_rows(const float* const* krow, index_t D, const float* qt, float* st) {
   reg acc[R][nq];
-  for (int r = 0; r < R; ++r)
+  ATTN_UNROLL
+  for (int r = 0; r < R; ++r) {
+    ATTN_UNROLL
     for (int n = N0; n < nq; ++n) acc[r][n] = vec::zero();
+  }
   for (index_t d = 0; d < D; ++d) {
     reg q[nq];
+    ATTN_UNROLL
     for (int n = N0; n < nq; ++n) q[n] = vec::load(qt + d * bq + n * lanes);
+    ATTN_UNROLL
     for (int r = 0; r < R; ++r) {
       const reg kb = vec::set1(krow[r][d]);
+      ATTN_UNROLL
       for (int n = N0; n < nq; ++n) acc[r][n] = vec::fmadd(kb, q[n], acc[r][n]);
     }
   }
-  for (int r = 0; r < R; ++r)
+  ATTN_UNROLL
+  for (int r = 0; r < R; ++r) {
+    ATTN_UNROLL
     for (int n = N0; n < nq; ++n) vec::store(st + r * bq + n * lanes, acc[r][n]);
+  }
 }
 
 /// Keys [j, end) of value_rows, query vectors N0..nq-1.
@@ -54,10 +63,13 @@ ATTN_SIMD_INLINE void value_range(reg (&acc)[R][nq], const float* v, index_t vs,
                                   index_t end, const float* st) {
   for (; j < end; ++j) {
     reg p[nq];
+    ATTN_UNROLL
     for (int n = N0; n < nq; ++n) p[n] = vec::load(st + j * bq + n * lanes);
     const float* vj = v + j * vs;
+    ATTN_UNROLL
     for (int r = 0; r < R; ++r) {
       const reg vb = vec::set1(vj[r]);
+      ATTN_UNROLL
       for (int n = N0; n < nq; ++n) acc[r][n] = vec::fmadd(vb, p[n], acc[r][n]);
     }
   }
@@ -69,17 +81,24 @@ template <int R>
 ATTN_SIMD_INLINE void value_rows(const float* v, index_t vs, const index_t* lim, const float* st,
                                  const float* alpha, float* ot) {
   reg acc[R][nq];
-  for (int n = 0; n < nq; ++n)
+  ATTN_UNROLL
+  for (int n = 0; n < nq; ++n) {
+    ATTN_UNROLL
     for (int r = 0; r < R; ++r) {
       acc[r][n] = vec::load(ot + r * bq + n * lanes);
       if (alpha != nullptr) acc[r][n] = vec::mul(vec::load(alpha + n * lanes), acc[r][n]);
     }
+  }
   index_t j = 0;
-  [&]<int... N0>(std::integer_sequence<int, N0...>) {
+  [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
     (value_range<R, N0>(acc, v, vs, j, lim[N0], st), ...);
-  }(std::make_integer_sequence<int, nq>{});
-  for (int r = 0; r < R; ++r)
+  }
+  (std::make_integer_sequence<int, nq>{});
+  ATTN_UNROLL
+  for (int r = 0; r < R; ++r) {
+    ATTN_UNROLL
     for (int n = 0; n < nq; ++n) vec::store(ot + r * bq + n * lanes, acc[r][n]);
+  }
 }
 
 /// Calls f.template operator()<R>(start) over [0, count) in groups of vec::rk, then one
@@ -88,9 +107,10 @@ template <class F>
 ATTN_SIMD_INLINE void in_groups(index_t count, F&& f) {
   index_t i = 0;
   for (; i + vec::rk <= count; i += vec::rk) f.template operator()<vec::rk>(i);
-  [&]<int... R>(std::integer_sequence<int, R...>) {
+  [&]<int... R>(std::integer_sequence<int, R...>) ATTN_SIMD_LAMBDA {
     ((count - i == R + 1 ? f.template operator()<R + 1>(i) : void()), ...);
-  }(std::make_integer_sequence<int, vec::rk - 1>{});
+  }
+  (std::make_integer_sequence<int, vec::rk - 1>{});
 }
 
 /// One work item: queries [i0, i0 + rows) of one (batch, head), rows <= BQ. q, k, v, o point
@@ -128,6 +148,7 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
     // Key jj of the block is visible to query lane i of vector n iff jj < see(n) + i, and to
     // some lane of vector n iff jj < lim[n].
     index_t see[nq], first[nq], lim[nq];
+    ATTN_UNROLL
     for (int n = 0; n < nq; ++n) {
       see[n] = i0 + n * lanes + offset + 1 - j0;
       first[n] = causal ? std::clamp<index_t>(see[n], 0, n_keys) : n_keys;
@@ -154,14 +175,16 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
       vbs = Dv;
     }
 
-    in_groups(n_keys, [&]<int R>(index_t jj) {
+    in_groups(n_keys, [&]<int R>(index_t jj) ATTN_SIMD_LAMBDA {
       const float* krow[R];
+      ATTN_UNROLL
       for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
       int n0 = 0;  // vectors that see none of these keys are skipped
       while (n0 < nq - 1 && lim[n0] <= jj) ++n0;
-      [&]<int... N0>(std::integer_sequence<int, N0...>) {
+      [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
         ((n0 == N0 ? score_rows<R, N0>(krow, D, w.qt, w.st + jj * bq) : void()), ...);
-      }(std::make_integer_sequence<int, nq>{});
+      }
+      (std::make_integer_sequence<int, nq>{});
     });
 
     // Online softmax, lane-wise; keys past lim[n] do not exist for vector n. Once the running
@@ -175,8 +198,10 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
       }
       reg mx4[4] = {vec::load(w.m + c), mx4[0], mx4[0], mx4[0]};  // 4 chains hide the latency
       index_t jj = 0;
-      for (; jj + 4 <= lim[n]; jj += 4)
+      for (; jj + 4 <= lim[n]; jj += 4) {
+        ATTN_UNROLL
         for (int u = 0; u < 4; ++u) mx4[u] = vec::max(mx4[u], vec::load(w.st + (jj + u) * bq + c));
+      }
       for (; jj < lim[n]; ++jj) mx4[0] = vec::max(mx4[0], vec::load(w.st + jj * bq + c));
       const reg mx = vec::max(vec::max(mx4[0], mx4[1]), vec::max(mx4[2], mx4[3]));
       const reg m_use = vec::replace_neg_inf(mx, 0.0f);  // all masked so far
@@ -192,7 +217,7 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
       vec::store(w.l + c, vec::fmadd(alpha, vec::load(w.l + c), sum));
       vec::store(w.m + c, mx);
     }
-    in_groups(Dv, [&]<int R>(index_t dv) {
+    in_groups(Dv, [&]<int R>(index_t dv) ATTN_SIMD_LAMBDA {
       value_rows<R>(vb + dv, vbs, lim, w.st, rescale ? w.alpha : nullptr, w.ot + dv * bq);
     });
   }

@@ -1,0 +1,29 @@
+# Fails when the object compiled from kernel_at_o2.cpp defines any function of the SIMD kernel
+# namespaces other than flash_item itself (see kernel_at_o2.cpp for why that matters).
+# Usage: cmake -DNM=<nm> -DOBJECT=<object file> -P kernel_inlined.cmake
+# Mangled names: a function of those namespaces (or a lambda inside one) starts with them.
+execute_process(COMMAND ${NM} --defined-only ${OBJECT} OUTPUT_VARIABLE symbols
+                RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "${NM} failed on ${OBJECT}")
+endif()
+string(REPLACE "\n" ";" symbols "${symbols}")
+set(kernels 0)
+set(outlined)
+foreach(symbol IN LISTS symbols)
+  if(symbol MATCHES " _ZZ?N4attn10cpu_detail(4avx2|6avx512)")
+    if(symbol MATCHES " _ZN4attn10cpu_detail(4avx2|6avx512)10flash_itemE")
+      math(EXPR kernels "${kernels} + 1")
+    else()
+      list(APPEND outlined "${symbol}")
+    endif()
+  endif()
+endforeach()
+if(outlined)
+  list(JOIN outlined "\n  " outlined)
+  message(FATAL_ERROR "kernel helpers compiled out of line at -O2:\n  ${outlined}")
+endif()
+if(NOT kernels EQUAL 2)
+  message(FATAL_ERROR "expected the avx2 and avx512 flash_item in ${OBJECT}, found ${kernels}")
+endif()
+message(STATUS "both flash_item kernels, no helper out of line")
