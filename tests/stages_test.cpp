@@ -207,5 +207,27 @@ TYPED_TEST(Stages, StridedViewsMatchReference) {
     }
 }
 
+// o kept as [B, H, Dv, Tq] in memory (column stride != 1): the fused kernels write it element
+// by element instead of a row at a time.
+TYPED_TEST(Stages, AttentionIntoTransposedOutput) {
+  using T = typename TestFixture::T;
+  for (const shape& s : {shape{1, 2, 65, 65, 64, 64}, shape{2, 1, 7, 130, 80, 24}})
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(s.str() + (causal ? " causal" : ""));
+      const qkv<T> in(s);
+      host_tensor<T, 4> o_bhdt({s.B, s.H, s.Dv, s.Tq}), want({s.B, s.H, s.Tq, s.Dv});
+      const tensor_view<T, 4> o{
+          o_bhdt.data(), {s.B, s.H, s.Tq, s.Dv}, {s.H * s.Dv * s.Tq, s.Dv * s.Tq, 1, s.Tq}};
+      attention(this->policy, in.q.view(), in.k.view(), in.v.view(), o, {.causal = causal});
+      attention(reference, in.q.view(), in.k.view(), in.v.view(), want.view(), {.causal = causal});
+      host_tensor<T, 4> got({s.B, s.H, s.Tq, s.Dv});
+      for (index_t b = 0; b < s.B; ++b)
+        for (index_t h = 0; h < s.H; ++h)
+          for (index_t t = 0; t < s.Tq; ++t)
+            for (index_t d = 0; d < s.Dv; ++d) got(b, h, t, d) = o(b, h, t, d);
+      EXPECT_TRUE(close(got, want));
+    }
+}
+
 }  // namespace
 }  // namespace attn::test

@@ -124,14 +124,24 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
                                           const flash_scratch& w) {
   constexpr index_t bk = vec::bk;
   constexpr float inf = __builtin_inff();
-  // Pack qt, a gather per vector of queries; lanes past `rows` hold zeros and are never
-  // written out.
+  // Pack qt, one lanes x lanes transpose at a time; lanes past `rows` hold zeros and are
+  // never written out.
   const reg scale = vec::set1(scale_log2);
   for (int n = 0; n < nq; ++n) {
-    const index_t first = n * lanes, valid = std::clamp<index_t>(rows - first, 0, lanes);
-    const float* qn = q + (i0 + first) * qs;
-    for (index_t d = 0; d < D; ++d)
-      vec::store(w.qt + d * bq + first, vec::mul(scale, vec::gather(qn + d, qs, int(valid))));
+    const index_t first = n * lanes;
+    const int valid = int(std::clamp<index_t>(rows - first, 0, lanes));
+    for (index_t d0 = 0; d0 < D; d0 += lanes) {
+      const int cols = int(std::min<index_t>(lanes, D - d0));
+      reg t[lanes];
+      ATTN_UNROLL
+      for (int i = 0; i < lanes; ++i)
+        t[i] = i < valid ? vec::mul(scale, vec::load_n(q + (i0 + first + i) * qs + d0, cols))
+                         : vec::zero();
+      vec::transpose(t);
+      ATTN_UNROLL
+      for (int c = 0; c < lanes; ++c)
+        if (c < cols) vec::store(w.qt + (d0 + c) * bq + first, t[c]);
+    }
   }
   std::fill_n(w.ot, Dv * bq, 0.0f);
   std::fill_n(w.m, bq, -inf);
@@ -222,11 +232,37 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
     });
   }
 
+  // O = ot^T / l, transposed back a lanes x lanes block at a time (rows that saw no key at
+  // all have l = 0 and get zeros).
+  for (int n = 0; n < nq; ++n) {
+    const index_t first = n * lanes;
+    const int valid = int(std::clamp<index_t>(rows - first, 0, lanes));
+    const reg inv = vec::inverse_or_zero(vec::load(w.l + first));
+    for (index_t dv0 = 0; valid > 0 && dv0 < Dv; dv0 += lanes) {
+      const int cols = int(std::min<index_t>(lanes, Dv - dv0));
+      reg t[lanes];
+      ATTN_UNROLL
+      for (int c = 0; c < lanes; ++c)
+        t[c] = c < cols ? vec::mul(inv, vec::load(w.ot + (dv0 + c) * bq + first)) : vec::zero();
+      vec::transpose(t);
+      float* oi = o + (i0 + first) * os + dv0 * o_cs;
+      ATTN_UNROLL
+      for (int i = 0; i < lanes; ++i) {
+        if (i >= valid) break;
+        if (o_cs == 1) {
+          vec::store_n(oi + i * os, t[i], cols);
+        } else {
+          alignas(64) float row[lanes];
+          vec::store(row, t[i]);
+          for (int c = 0; c < cols; ++c) oi[i * os + c * o_cs] = row[c];
+        }
+      }
+    }
+  }
+  if (lse == nullptr) return;
   constexpr float ln2 = 0.693147180559945309f;
   for (index_t i = 0; i < rows; ++i) {
-    const float l = w.l[i], inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float* oi = o + (i0 + i) * os;
-    for (index_t dv = 0; dv < Dv; ++dv) oi[dv * o_cs] = w.ot[dv * bq + i] * inv;
-    if (lse != nullptr) lse[(i0 + i) * lse_s] = l > 0.0f ? (w.m[i] + std::log2(l)) * ln2 : -inf;
+    const float l = w.l[i];
+    lse[(i0 + i) * lse_s] = l > 0.0f ? (w.m[i] + std::log2(l)) * ln2 : -inf;
   }
 }

@@ -47,6 +47,7 @@ namespace attn::cpu_detail {
 /// a float sum, and it keeps denormals (and their ~100-cycle microcode assists) out of the
 /// kernels, masked entries (-inf) included.
 inline constexpr float exp2_cutoff = -100.0f;
+
 }  // namespace attn::cpu_detail
 
 #if defined(__clang__)
@@ -75,12 +76,46 @@ struct vec {
     const reg iota = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_blendv_ps(x, set1(value), _mm256_cmp_ps(iota, set1(bound), _CMP_LT_OQ));
   }
-  /// {p[0], p[stride], ...} for the first `count` lanes, zeros after.
-  static reg gather(const float* p, index_t stride, int count) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i index = _mm256_mullo_epi32(lane, _mm256_set1_epi32(int(stride)));
-    const reg mask = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), lane));
-    return _mm256_mask_i32gather_ps(zero(), p, index, mask, 4);
+  /// p[0..count) in the first lanes, zeros after; p need not be aligned.
+  static reg load_n(const float* p, int count) {
+    if (count == lanes) return _mm256_loadu_ps(p);
+    return _mm256_maskload_ps(p, below(count));
+  }
+  /// Stores the first `count` lanes to p[0..count); p need not be aligned.
+  static void store_n(float* p, reg x, int count) {
+    if (count == lanes) return _mm256_storeu_ps(p, x);
+    _mm256_maskstore_ps(p, below(count), x);
+  }
+  static __m256i below(int count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  /// 1 / x, and 0 where x is 0.
+  static reg inverse_or_zero(reg x) {
+    const reg nonzero = _mm256_cmp_ps(x, zero(), _CMP_NEQ_OQ);
+    return _mm256_and_ps(nonzero, _mm256_div_ps(set1(1.0f), x));
+  }
+  /// r[i][j] <- r[j][i]: 32-bit pairs, then 64-bit pairs, then 128-bit halves.
+  ATTN_SIMD_INLINE static void transpose(reg (&r)[lanes]) {
+    reg a[lanes], b[lanes];
+    ATTN_UNROLL
+    for (int i = 0; i < lanes; i += 2) {
+      a[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      a[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    ATTN_UNROLL
+    for (int i = 0; i < lanes; i += 4) {
+      ATTN_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        const __m256d x = _mm256_castps_pd(a[i + c]), y = _mm256_castps_pd(a[i + c + 2]);
+        b[i + 2 * c] = _mm256_castpd_ps(_mm256_unpacklo_pd(x, y));
+        b[i + 2 * c + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(x, y));
+      }
+    }
+    ATTN_UNROLL
+    for (int c = 0; c < 4; ++c) {  // b[c] and b[4 + c] hold column c (low) and 4 + c (high)
+      r[c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x20);
+      r[4 + c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x31);
+    }
   }
   static bool all_equal(reg x, float value) {
     return _mm256_movemask_ps(_mm256_cmp_ps(x, set1(value), _CMP_EQ_OQ)) == 0xff;
@@ -135,12 +170,48 @@ struct vec {
     const reg iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(iota, set1(bound), _CMP_LT_OQ), x, set1(value));
   }
-  /// {p[0], p[stride], ...} for the first `count` lanes, zeros after.
-  static reg gather(const float* p, index_t stride, int count) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i index = _mm512_mullo_epi32(lane, _mm512_set1_epi32(int(stride)));
-    const __mmask16 mask = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(count), lane);
-    return _mm512_mask_i32gather_ps(zero(), mask, index, p, 4);
+  /// p[0..count) in the first lanes, zeros after; p need not be aligned.
+  static reg load_n(const float* p, int count) {
+    return _mm512_maskz_loadu_ps(__mmask16((1u << count) - 1), p);
+  }
+  /// Stores the first `count` lanes to p[0..count); p need not be aligned.
+  static void store_n(float* p, reg x, int count) {
+    _mm512_mask_storeu_ps(p, __mmask16((1u << count) - 1), x);
+  }
+  /// 1 / x, and 0 where x is 0.
+  static reg inverse_or_zero(reg x) {
+    return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(x, zero(), _CMP_NEQ_OQ), set1(1.0f), x);
+  }
+  /// r[i][j] <- r[j][i]: 32-bit pairs, then 64-bit pairs, then a 4 x 4 transpose of the
+  /// 128-bit blocks in two rounds of block shuffles.
+  ATTN_SIMD_INLINE static void transpose(reg (&r)[lanes]) {
+    reg a[lanes], b[lanes];
+    ATTN_UNROLL
+    for (int i = 0; i < lanes; i += 2) {
+      a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+      a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    // b[4i + c], block L: rows 4i..4i+3 of column 4L + c.
+    ATTN_UNROLL
+    for (int i = 0; i < lanes; i += 4) {
+      ATTN_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        const __m512d x = _mm512_castps_pd(a[i + c]), y = _mm512_castps_pd(a[i + c + 2]);
+        b[i + 2 * c] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+        b[i + 2 * c + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+      }
+    }
+    ATTN_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const reg e0 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x44);
+      const reg e1 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xee);
+      const reg e2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x44);
+      const reg e3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xee);
+      r[c] = _mm512_shuffle_f32x4(e0, e2, 0x88);
+      r[4 + c] = _mm512_shuffle_f32x4(e0, e2, 0xdd);
+      r[8 + c] = _mm512_shuffle_f32x4(e1, e3, 0x88);
+      r[12 + c] = _mm512_shuffle_f32x4(e1, e3, 0xdd);
+    }
   }
   static bool all_equal(reg x, float value) {
     return _mm512_cmp_ps_mask(x, set1(value), _CMP_EQ_OQ) == 0xffff;
@@ -184,20 +255,19 @@ void run_flash_items(const cpu_policy& policy, tensor_view<const float, 4> q,
   const index_t blocks = (Tq + bq - 1) / bq, items = B * H * blocks;
   const double flops = 2.0 * double(bq) * double(Tk) * double(D + Dv) / (causal ? 2 : 1);
   const auto log2e = 1.4426950408889634;
+  const auto at = [](const auto& t, index_t b, index_t h) {
+    return t.data() + b * t.stride(0) + h * t.stride(1);
+  };
   parallel_for(worker_count(policy, items, flops), items, [&](index_t it) {
     // One (batch, head) after another, so its K and V stay in L2 from one query block to the
     // next; within it the largest (causal: last) query blocks first.
-    const index_t bh = it / blocks, blk = blocks - 1 - it % blocks, b = bh / H, h = bh % H;
-    const index_t i0 = blk * bq;
+    const index_t bh = it / blocks, b = bh / H, h = bh % H, i0 = (blocks - 1 - it % blocks) * bq;
     float* base = thread_scratch<float>(std::size_t(bq * (D + bk + Dv + 3) + bk * (D + Dv)));
     const index_t st = bq * D, ot = st + bq * bk, m = ot + bq * Dv;
     const Scratch w{base,          base + st,         base + ot,        base + m,
                     base + m + bq, base + m + 2 * bq, base + m + 3 * bq};
-    item(q.data() + b * q.stride(0) + h * q.stride(1), q.stride(2),
-         k.data() + b * k.stride(0) + h * k.stride(1), k.stride(2),
-         v.data() + b * v.stride(0) + h * v.stride(1), v.stride(2),
-         o.data() + b * o.stride(0) + h * o.stride(1), o.stride(2), o.stride(3),
-         lse.data() ? lse.data() + b * lse.stride(0) + h * lse.stride(1) : nullptr,
+    item(at(q, b, h), q.stride(2), at(k, b, h), k.stride(2), at(v, b, h), v.stride(2), at(o, b, h),
+         o.stride(2), o.stride(3), lse.data() ? at(lse, b, h) : nullptr,
          lse.data() ? lse.stride(2) : 0, Tk, D, Dv, i0, std::min(bq, Tq - i0), Tk - Tq, causal,
          float(scale * log2e), w);
   });
