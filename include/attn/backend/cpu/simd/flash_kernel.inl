@@ -57,22 +57,16 @@ ATTN_SIMD_INLINE void score_rows(const float* const* krow, index_t D, const floa
   }
 }
 
-/// Keys [j, end) of value_rows, query vectors N0..nq-1.
-template <int R, int N0>
-ATTN_SIMD_INLINE void value_range(reg (&acc)[R][nq], const float* v, index_t vs, index_t& j,
-                                  index_t end, const float* st) {
-  for (; j < end; ++j) {
-    reg p[nq];
-    ATTN_UNROLL
-    for (int n = N0; n < nq; ++n) p[n] = vec::load(st + j * bq + n * lanes);
-    const float* vj = v + j * vs;
-    ATTN_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const reg vb = vec::set1(vj[r]);
-      ATTN_UNROLL
-      for (int n = N0; n < nq; ++n) acc[r][n] = vec::fmadd(vb, p[n], acc[r][n]);
-    }
+/// Calls f.template operator()<N0>(begin, end) for each run of keys [begin, end) of a block
+/// that exactly the query vectors N0..nq-1 see: vector n sees keys [0, lim[n]), and lim is
+/// nondecreasing in n (all equal without a causal mask).
+template <class F>
+ATTN_SIMD_INLINE void by_visibility(const index_t* lim, F&& f) {
+  index_t j = 0;
+  [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
+    ((f.template operator()<N0>(j, lim[N0]), j = std::max(j, lim[N0])), ...);
   }
+  (std::make_integer_sequence<int, nq>{});
 }
 
 /// ot[r] = alpha * ot[r] + sum_j v[j][r] * st[j] for R value columns, where key j feeds only
@@ -89,11 +83,20 @@ ATTN_SIMD_INLINE void value_rows(const float* v, index_t vs, const index_t* lim,
       if (alpha != nullptr) acc[r][n] = vec::mul(vec::load(alpha + n * lanes), acc[r][n]);
     }
   }
-  index_t j = 0;
-  [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
-    (value_range<R, N0>(acc, v, vs, j, lim[N0], st), ...);
-  }
-  (std::make_integer_sequence<int, nq>{});
+  by_visibility(lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+    for (index_t j = begin; j < end; ++j) {
+      reg p[nq];
+      ATTN_UNROLL
+      for (int n = N0; n < nq; ++n) p[n] = vec::load(st + j * bq + n * lanes);
+      const float* vj = v + j * vs;
+      ATTN_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const reg vb = vec::set1(vj[r]);
+        ATTN_UNROLL
+        for (int n = N0; n < nq; ++n) acc[r][n] = vec::fmadd(vb, p[n], acc[r][n]);
+      }
+    }
+  });
   ATTN_UNROLL
   for (int r = 0; r < R; ++r) {
     ATTN_UNROLL
@@ -113,6 +116,14 @@ ATTN_SIMD_INLINE void in_groups(index_t count, F&& f) {
   (std::make_integer_sequence<int, vec::rk - 1>{});
 }
 
+/// Prefetches the line at p into L1 (`to_l1`) or L2.
+ATTN_SIMD_INLINE void prefetch(const float* p, bool to_l1) {
+  if (to_l1)
+    __builtin_prefetch(p, 0, 3);
+  else
+    __builtin_prefetch(p, 0, 2);
+}
+
 /// One work item: queries [i0, i0 + rows) of one (batch, head), rows <= BQ. q, k, v, o point
 /// at the (batch, head) matrices; qs, ks, vs, os are their row strides (columns contiguous
 /// except o's, o_cs). `offset` = Tk - Tq aligns the causal mask bottom-right.
@@ -121,7 +132,7 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
                                           index_t o_cs, float* lse, index_t lse_s, index_t Tk,
                                           index_t D, index_t Dv, index_t i0, index_t rows,
                                           index_t offset, bool causal, float scale_log2,
-                                          const flash_scratch& w) {
+                                          bool cold_kv, const flash_scratch& w) {
   constexpr index_t bk = vec::bk;
   constexpr float inf = __builtin_inff();
   // Pack qt, one lanes x lanes transpose at a time; lanes past `rows` hold zeros and are
@@ -151,7 +162,11 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
   // Rows further apart than D (Dv) floats are packed per block: strides like the 3 * 768 of
   // a fused QKV buffer map every row to the same few L1 sets.
   const bool pack_k = ks != D, pack_v = vs != Dv;
-  const bool prefetch = k_end * (D + Dv) * index_t(sizeof(float)) > (index_t(1) << 20);
+  // K and V come from L3 or memory, not L2, when they are too long to stay there, or when
+  // this is the first item of their head on this thread (`cold_kv`): then the next block is
+  // prefetched while this one computes (into L1 for a cold head: the first pass over a head
+  // took 1.5x the time of the others, 1.1x with it). Otherwise the prefetches only cost.
+  const bool stream = k_end * (D + Dv) * index_t(sizeof(float)) > (index_t(1) << 20);
 
   for (index_t j0 = 0; j0 < k_end; j0 += bk) {
     const index_t n_keys = std::min(bk, k_end - j0);
@@ -167,13 +182,10 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
     const float* kb = k + j0 * ks;
     const float* vb = v + j0 * vs;
     index_t kbs = ks, vbs = vs;
-    // Long contexts stream K and V from L3: fetch the next block into L2 while this one
-    // computes. (Short ones stay in L2 by themselves; there the prefetches only cost.)
-    if (prefetch)
-      for (index_t j = j0 + bk; j < std::min(j0 + 2 * bk, k_end); ++j) {
-        for (index_t d = 0; d < D; d += 16) __builtin_prefetch(k + j * ks + d, 0, 2);
-        for (index_t d = 0; d < Dv; d += 16) __builtin_prefetch(v + j * vs + d, 0, 2);
-      }
+    for (index_t j = j0 + bk; (cold_kv || stream) && j < std::min(j0 + 2 * bk, k_end); ++j) {
+      for (index_t d = 0; d < D; d += 16) prefetch(k + j * ks + d, cold_kv);
+      for (index_t d = 0; d < Dv; d += 16) prefetch(v + j * vs + d, cold_kv);
+    }
     if (pack_k) {
       for (index_t j = 0; j < n_keys; ++j) std::copy_n(kb + j * ks, D, w.kv + j * D);
       kb = w.kv;
@@ -197,35 +209,49 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
       (std::make_integer_sequence<int, nq>{});
     });
 
-    // Online softmax, lane-wise; keys past lim[n] do not exist for vector n. Once the running
-    // maxima settle, alpha is 1 everywhere and the rescale of ot is skipped.
-    bool rescale = false;
-    for (int n = 0; n < nq; ++n) {
-      const index_t c = n * lanes;
+    // Online softmax, lane-wise; keys past lim[n] do not exist for vector n. All vectors go
+    // through each key together: nq independent chains per step. Once the running maxima
+    // settle, alpha is 1 everywhere and the rescale of ot is skipped.
+    for (int n = 0; n < nq; ++n)
       for (index_t jj = first[n]; jj < lim[n]; ++jj) {  // partly visible keys: mask lanes
-        float* s = w.st + jj * bq + c;
+        float* s = w.st + jj * bq + n * lanes;
         vec::store(s, vec::set_below(vec::load(s), float(jj - see[n] + 1), -inf));
       }
-      reg mx4[4] = {vec::load(w.m + c), mx4[0], mx4[0], mx4[0]};  // 4 chains hide the latency
-      index_t jj = 0;
-      for (; jj + 4 <= lim[n]; jj += 4) {
+    reg mx[nq], m_use[nq], sum[nq];
+    ATTN_UNROLL
+    for (int n = 0; n < nq; ++n) mx[n] = vec::load(w.m + n * lanes);
+    by_visibility(lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+      for (index_t jj = begin; jj < end; ++jj) {
         ATTN_UNROLL
-        for (int u = 0; u < 4; ++u) mx4[u] = vec::max(mx4[u], vec::load(w.st + (jj + u) * bq + c));
+        for (int n = N0; n < nq; ++n)
+          mx[n] = vec::max(mx[n], vec::load(w.st + jj * bq + n * lanes));
       }
-      for (; jj < lim[n]; ++jj) mx4[0] = vec::max(mx4[0], vec::load(w.st + jj * bq + c));
-      const reg mx = vec::max(vec::max(mx4[0], mx4[1]), vec::max(mx4[2], mx4[3]));
-      const reg m_use = vec::replace_neg_inf(mx, 0.0f);  // all masked so far
-      reg sum = vec::zero();
-      for (index_t jj = 0; jj < lim[n]; ++jj) {
-        const reg p = vec::exp2(vec::sub(vec::load(w.st + jj * bq + c), m_use));
-        vec::store(w.st + jj * bq + c, p);
-        sum = vec::add(sum, p);
+    });
+    ATTN_UNROLL
+    for (int n = 0; n < nq; ++n) {
+      m_use[n] = vec::replace_neg_inf(mx[n], 0.0f);  // all masked so far
+      sum[n] = vec::zero();
+    }
+    by_visibility(lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+      for (index_t jj = begin; jj < end; ++jj) {
+        ATTN_UNROLL
+        for (int n = N0; n < nq; ++n) {
+          float* s = w.st + jj * bq + n * lanes;
+          const reg p = vec::exp2(vec::sub(vec::load(s), m_use[n]));
+          vec::store(s, p);
+          sum[n] = vec::add(sum[n], p);
+        }
       }
-      const reg alpha = vec::exp2(vec::sub(vec::load(w.m + c), m_use));
+    });
+    bool rescale = false;
+    ATTN_UNROLL
+    for (int n = 0; n < nq; ++n) {
+      const index_t c = n * lanes;
+      const reg alpha = vec::exp2(vec::sub(vec::load(w.m + c), m_use[n]));
       vec::store(w.alpha + c, alpha);
       rescale = rescale || !vec::all_equal(alpha, 1.0f);
-      vec::store(w.l + c, vec::fmadd(alpha, vec::load(w.l + c), sum));
-      vec::store(w.m + c, mx);
+      vec::store(w.l + c, vec::fmadd(alpha, vec::load(w.l + c), sum[n]));
+      vec::store(w.m + c, mx[n]);
     }
     in_groups(Dv, [&]<int R>(index_t dv) ATTN_SIMD_LAMBDA {
       value_rows<R>(vb + dv, vbs, lim, w.st, rescale ? w.alpha : nullptr, w.ot + dv * bq);

@@ -258,7 +258,8 @@ void run_flash_items(const cpu_policy& policy, tensor_view<const float, 4> q,
   const auto at = [](const auto& t, index_t b, index_t h) {
     return t.data() + b * t.stride(0) + h * t.stride(1);
   };
-  parallel_for(worker_count(policy, items, flops), items, [&](index_t it) {
+  const int workers = worker_count(policy, items, flops);
+  parallel_for(workers, items, [&](index_t it) {
     // One (batch, head) after another, so its K and V stay in L2 from one query block to the
     // next; within it the largest (causal: last) query blocks first.
     const index_t bh = it / blocks, b = bh / H, h = bh % H, i0 = (blocks - 1 - it % blocks) * bq;
@@ -269,7 +270,7 @@ void run_flash_items(const cpu_policy& policy, tensor_view<const float, 4> q,
     item(at(q, b, h), q.stride(2), at(k, b, h), k.stride(2), at(v, b, h), v.stride(2), at(o, b, h),
          o.stride(2), o.stride(3), lse.data() ? at(lse, b, h) : nullptr,
          lse.data() ? lse.stride(2) : 0, Tk, D, Dv, i0, std::min(bq, Tq - i0), Tk - Tq, causal,
-         float(scale * log2e), w);
+         float(scale * log2e), it % blocks < workers, w);
   });
 }
 #endif
