@@ -61,7 +61,7 @@ namespace attn::cpu_detail::avx2 {
 struct vec {
   using reg = __m256;
   static constexpr int lanes = 8, nq = 2, rk = 6;
-  static constexpr index_t bk = 64;
+  static constexpr index_t bk = 128;
   static reg load(const float* p) { return _mm256_load_ps(p); }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
@@ -156,7 +156,7 @@ namespace attn::cpu_detail::avx512 {
 struct vec {
   using reg = __m512;
   static constexpr int lanes = 16, nq = 4, rk = 6;
-  static constexpr index_t bk = 64;
+  static constexpr index_t bk = 128;
   static reg load(const float* p) { return _mm512_load_ps(p); }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
   static reg set1(float x) { return _mm512_set1_ps(x); }
