@@ -32,15 +32,16 @@
 /// slower).
 #define ATTN_UNROLL _Pragma("GCC unroll 32")
 
-// 2^f on [-0.5, 0.5]: a degree-5 polynomial fitted for relative error, < 2.4e-7 in float.
+// 2^f on [0, 1): a degree-5 polynomial fitted for relative error; with float Horner steps
+// the exp2 below stays within 1.5e-7 of the true value (checked on 4e7 points of [-30, 0]).
 #define ATTN_EXP2_POLY(V, f)                                                                      \
   V::fmadd(                                                                                       \
       V::fmadd(                                                                                   \
-          V::fmadd(V::fmadd(V::fmadd(V::set1(1.3276471939e-3f), f, V::set1(9.6755415473e-3f)), f, \
-                            V::set1(5.5507132755e-2f)),                                           \
-                   f, V::set1(2.4022119720e-1f)),                                                 \
-          f, V::set1(6.9314696706e-1f)),                                                          \
-      f, V::set1(1.0000000717e+00f))
+          V::fmadd(V::fmadd(V::fmadd(V::set1(1.8775747515e-3f), f, V::set1(8.9893454550e-3f)), f, \
+                            V::set1(5.5826312790e-2f)),                                           \
+                   f, V::set1(2.4015361920e-1f)),                                                 \
+          f, V::set1(6.9315307286e-1f)),                                                          \
+      f, V::set1(9.9999992508e-1f))
 
 namespace attn::cpu_detail {
 /// Probabilities below 2^-100 of the row maximum are flushed to exactly 0: they cannot change
@@ -127,7 +128,7 @@ struct vec {
   static reg exp2(reg x) {
     const reg keep = _mm256_cmp_ps(x, set1(exp2_cutoff), _CMP_GE_OQ);
     x = _mm256_max_ps(x, set1(exp2_cutoff));
-    const reg n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const reg n = _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     const reg f = sub(x, n);
     const __m256i e =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
@@ -223,9 +224,8 @@ struct vec {
   /// 2^x for x <= 0, and exactly 0 for x < -100 (-inf included: its NaN lanes are masked).
   static reg exp2(reg x) {
     const __mmask16 keep = _mm512_cmp_ps_mask(x, set1(exp2_cutoff), _CMP_GE_OQ);
-    const reg n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const reg f = sub(x, n);
-    return _mm512_maskz_scalef_ps(keep, ATTN_EXP2_POLY(vec, f), n);
+    const reg f = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);  // x - floor x
+    return _mm512_maskz_scalef_ps(keep, ATTN_EXP2_POLY(vec, f), x);  // times 2^floor(x)
   }
 };
 #define ATTN_SIMD_NS avx512
