@@ -48,7 +48,6 @@ namespace attn::cpu_detail {
 /// a float sum, and it keeps denormals (and their ~100-cycle microcode assists) out of the
 /// kernels, masked entries (-inf) included.
 inline constexpr float exp2_cutoff = -100.0f;
-
 }  // namespace attn::cpu_detail
 
 #if defined(__clang__)
@@ -87,6 +86,7 @@ struct vec {
     if (count == lanes) return _mm256_storeu_ps(p, x);
     _mm256_maskstore_ps(p, below(count), x);
   }
+  /// All ones in the lanes below `count`.
   static __m256i below(int count) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
