@@ -1,6 +1,7 @@
 // Every seed stage on every backend against attn::reference, over odd shapes, both mask
 // settings and strided views.
 
+#include "support/strided.hpp"
 #include "support/testing.hpp"
 
 namespace attn::test {
@@ -168,40 +169,20 @@ TYPED_TEST(Stages, StridedViewsMatchReference) {
     for (bool causal : {false, true}) {
       SCOPED_TRACE(s.str() + (causal ? " causal" : ""));
       const qkv<T> in(s);
-      host_tensor<T, 4> q_bthd({s.B, s.Tq, s.H, s.D}), v_bthd({s.B, s.Tk, s.H, s.Dv}),
-          o_bthd({s.B, s.Tq, s.H, s.Dv}), k_bhdt({s.B, s.H, s.D, s.Tk});
-      for (index_t b = 0; b < s.B; ++b)
-        for (index_t h = 0; h < s.H; ++h) {
-          for (index_t t = 0; t < s.Tq; ++t)
-            for (index_t d = 0; d < s.D; ++d) q_bthd(b, t, h, d) = in.q(b, h, t, d);
-          for (index_t t = 0; t < s.Tk; ++t) {
-            for (index_t d = 0; d < s.D; ++d) k_bhdt(b, h, d, t) = in.k(b, h, t, d);
-            for (index_t d = 0; d < s.Dv; ++d) v_bthd(b, t, h, d) = in.v(b, h, t, d);
-          }
-        }
-      auto bhtd = [&](auto& buf, index_t Tn, index_t Dn) {
-        return tensor_view<T, 4>{buf.data(), {s.B, s.H, Tn, Dn}, {Tn * s.H * Dn, Dn, s.H * Dn, 1}};
-      };
-      const tensor_view<const T, 4> k_view{
-          k_bhdt.data(), {s.B, s.H, s.Tk, s.D}, {s.H * s.D * s.Tk, s.D * s.Tk, 1, s.Tk}};
-      attention(this->policy, bhtd(q_bthd, s.Tq, s.D), k_view, bhtd(v_bthd, s.Tk, s.Dv),
-                bhtd(o_bthd, s.Tq, s.Dv), {.causal = causal});
-      host_tensor<T, 4> want({s.B, s.H, s.Tq, s.Dv}), got({s.B, s.H, s.Tq, s.Dv});
+      strided_qkv<T> st(s, in.q, in.k, in.v);
+      attention(this->policy, st.q(), st.k(), st.v(), st.o(), {.causal = causal});
+      host_tensor<T, 4> want({s.B, s.H, s.Tq, s.Dv});
       attention(reference, in.q.view(), in.k.view(), in.v.view(), want.view(), {.causal = causal});
-      for (index_t b = 0; b < s.B; ++b)
-        for (index_t h = 0; h < s.H; ++h)
-          for (index_t t = 0; t < s.Tq; ++t)
-            for (index_t d = 0; d < s.Dv; ++d) got(b, h, t, d) = o_bthd(b, t, h, d);
-      EXPECT_TRUE(close(got, want));
+      EXPECT_TRUE(close(st.o_bhtd(), want));
 
       // The stages through the same strided views.
       host_tensor<T, 4> sc({s.B, s.H, s.Tq, s.Tk}), sc_want({s.B, s.H, s.Tq, s.Tk});
-      scaled_scores(this->policy, bhtd(q_bthd, s.Tq, s.D), k_view, sc.view());
+      scaled_scores(this->policy, st.q(), st.k(), sc.view());
       scaled_scores(reference, in.q.view(), in.k.view(), sc_want.view());
       EXPECT_TRUE(close(sc, sc_want));
       host_tensor<T, 4> wv({s.B, s.H, s.Tq, s.Dv}), wv_want({s.B, s.H, s.Tq, s.Dv});
       softmax_rows(reference, sc_want.view());
-      weighted_values(this->policy, sc_want.view(), bhtd(v_bthd, s.Tk, s.Dv), wv.view());
+      weighted_values(this->policy, sc_want.view(), st.v(), wv.view());
       weighted_values(reference, sc_want.view(), in.v.view(), wv_want.view());
       EXPECT_TRUE(close(wv, wv_want));
     }

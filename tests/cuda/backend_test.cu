@@ -22,6 +22,7 @@
 
 #include "../emulator/testing.cuh"  // ATTN_REQUIRE_DEVICE
 #include "../support/shape.hpp"
+#include "../support/strided.hpp"
 #include "../support/tolerance.hpp"
 #include "staged.hpp"
 
@@ -371,51 +372,28 @@ TYPED_TEST(CudaStages, StridedViewsMatchReference) {
     for (bool causal : {false, true}) {
       SCOPED_TRACE(s.str() + (causal ? " causal" : ""));
       const qkv<T> in(s);
-      host_tensor<T, 4> q_bthd({s.B, s.Tq, s.H, s.D}), v_bthd({s.B, s.Tk, s.H, s.Dv}),
-          o_bthd({s.B, s.Tq, s.H, s.Dv}), k_bhdt({s.B, s.H, s.D, s.Tk});
-      for (index_t b = 0; b < s.B; ++b)
-        for (index_t h = 0; h < s.H; ++h) {
-          for (index_t t = 0; t < s.Tq; ++t)
-            for (index_t d = 0; d < s.D; ++d) q_bthd(b, t, h, d) = in.q(b, h, t, d);
-          for (index_t t = 0; t < s.Tk; ++t) {
-            for (index_t d = 0; d < s.D; ++d) k_bhdt(b, h, d, t) = in.k(b, h, t, d);
-            for (index_t d = 0; d < s.Dv; ++d) v_bthd(b, t, h, d) = in.v(b, h, t, d);
-          }
-        }
-      auto bhtd = [&](auto& buf, index_t Tn, index_t Dn) {
-        return tensor_view<T, 4>{buf.data(), {s.B, s.H, Tn, Dn}, {Tn * s.H * Dn, Dn, s.H * Dn, 1}};
-      };
-      const tensor_view<const T, 4> k_view{
-          k_bhdt.data(), {s.B, s.H, s.Tk, s.D}, {s.H * s.D * s.Tk, s.D * s.Tk, 1, s.Tk}};
+      strided_qkv<T> st(s, in.q, in.k, in.v);
       for (bool contiguous_k : {false, true}) {
-        const tensor_view<const T, 4> kv = contiguous_k ? in.k.view() : k_view;
-        attention(this->policy, tensor_view<const T, 4>(bhtd(q_bthd, s.Tq, s.D)), kv,
-                  tensor_view<const T, 4>(bhtd(v_bthd, s.Tk, s.Dv)), bhtd(o_bthd, s.Tq, s.Dv),
-                  {.causal = causal});
+        const tensor_view<const T, 4> kv = contiguous_k ? in.k.view() : st.k();
+        attention(this->policy, st.q(), kv, st.v(), st.o(), {.causal = causal});
         host_tensor<float, 4> want({s.B, s.H, s.Tq, s.Dv});
-        host_tensor<T, 4> got({s.B, s.H, s.Tq, s.Dv});
         attention(reference, in.q32.view(), in.k32.view(), in.v32.view(), want.view(),
                   {.causal = causal});
-        for (index_t b = 0; b < s.B; ++b)
-          for (index_t h = 0; h < s.H; ++h)
-            for (index_t t = 0; t < s.Tq; ++t)
-              for (index_t d = 0; d < s.Dv; ++d) got(b, h, t, d) = o_bthd(b, t, h, d);
-        EXPECT_TRUE(attention_close(got, want, in, s, causal)) << "contiguous k " << contiguous_k;
+        EXPECT_TRUE(attention_close(st.o_bhtd(), want, in, s, causal))
+            << "contiguous k " << contiguous_k;
       }
 
       // The stages through the same strided views.
       host_tensor<T, 4> sc({s.B, s.H, s.Tq, s.Tk});
       host_tensor<float, 4> sc_want({s.B, s.H, s.Tq, s.Tk});
-      scaled_scores(this->policy, tensor_view<const T, 4>(bhtd(q_bthd, s.Tq, s.D)), k_view,
-                    sc.view());
+      scaled_scores(this->policy, st.q(), st.k(), sc.view());
       scaled_scores(reference, in.q32.view(), in.k32.view(), sc_want.view());
       EXPECT_TRUE(close<T>(sc, sc_want));
       softmax_rows(reference, sc_want.view());
       const host_tensor<T, 4> p = convert<T>(sc_want);
       host_tensor<T, 4> wv({s.B, s.H, s.Tq, s.Dv});
       host_tensor<float, 4> wv_want({s.B, s.H, s.Tq, s.Dv});
-      weighted_values(this->policy, p.view(), tensor_view<const T, 4>(bhtd(v_bthd, s.Tk, s.Dv)),
-                      wv.view());
+      weighted_values(this->policy, p.view(), st.v(), wv.view());
       weighted_values(reference, convert<float>(p).view(), in.v32.view(), wv_want.view());
       EXPECT_TRUE(close<T>(wv, wv_want));
     }
