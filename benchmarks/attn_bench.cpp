@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <attn/attn.hpp>
 #include <chrono>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,10 +26,12 @@ namespace {
 using attn::index_t;
 constexpr index_t H = 12, d = 64, d_model = 768;
 
+/// Uniform values in [-amp, amp]; every call its own seed, so q, k and v differ.
 template <class T, int R>
 attn::host_tensor<T, R> random_tensor(const attn::dims<R>& e, double amp = 1.0) {
+  static std::uint32_t seed = 42;
   attn::host_tensor<T, R> t(e);
-  std::mt19937 gen(42);
+  std::mt19937 gen(seed++);
   std::uniform_real_distribution<double> u(-amp, amp);
   for (index_t i = 0; i < t.size(); ++i) t.data()[i] = T(u(gen));
   return t;

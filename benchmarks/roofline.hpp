@@ -5,7 +5,11 @@
 /// else scalar), on 1 or n threads at once.
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -19,12 +23,13 @@ namespace detail {
 
 /// `iters` rounds of 12 independent FMA chains; returns FLOPs done. The chains must be fully
 /// unrolled into registers (GCC does not do it by itself at -O2, and the roof then reads a
-/// third of the truth).
+/// third of the truth), and must start from different values: inlined with identical starts,
+/// GCC merges the twelve identical chains into one, which then reads 1.5x the machine's peak.
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) inline double fma_avx512(long iters, float* sink) {
+__attribute__((target("avx512f"), noinline)) inline double fma_avx512(long iters, float* sink) {
   __m512 acc[12];
   const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-7f);
-  for (auto& x : acc) x = _mm512_set1_ps(1.0f);
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-3f * float(i));
   for (long i = 0; i < iters; ++i) {
 #pragma GCC unroll 12
     for (auto& x : acc) x = _mm512_fmadd_ps(x, a, b);
@@ -32,10 +37,10 @@ __attribute__((target("avx512f"))) inline double fma_avx512(long iters, float* s
   for (auto& x : acc) *sink += _mm512_reduce_add_ps(x);
   return 2.0 * 16 * 12 * double(iters);
 }
-__attribute__((target("avx2,fma"))) inline double fma_avx2(long iters, float* sink) {
+__attribute__((target("avx2,fma"), noinline)) inline double fma_avx2(long iters, float* sink) {
   __m256 acc[12];
   const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-7f);
-  for (auto& x : acc) x = _mm256_set1_ps(1.0f);
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(1.0f + 1e-3f * float(i));
   for (long i = 0; i < iters; ++i) {
 #pragma GCC unroll 12
     for (auto& x : acc) x = _mm256_fmadd_ps(x, a, b);
@@ -54,7 +59,8 @@ inline double fma_loop(long iters, float* sink) {
   if (__builtin_cpu_supports("avx512f")) return fma_avx512(iters, sink);
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return fma_avx2(iters, sink);
 #endif
-  float acc[12] = {};
+  float acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = 1e-3f * float(i);
   for (long i = 0; i < iters; ++i) {
 #pragma GCC unroll 12
     for (float& x : acc) x = x * 0.999f + 1e-7f;
@@ -73,20 +79,69 @@ inline const char* isa_name() {
 
 }  // namespace detail
 
+/// A team of threads that run one function together: the caller and `size - 1` persistent
+/// helpers, started once. Timing a short FMA loop on freshly created threads reads low (thread
+/// start-up, and a new thread's first milliseconds on a vCPU that was idle), so the roof is
+/// always sampled on threads that already run.
+class team {
+ public:
+  explicit team(int size) : size_(size), start_(size), done_(size) {
+    for (int t = 1; t < size; ++t)
+      helpers_.emplace_back([this, t] {
+        for (;;) {
+          start_.arrive_and_wait();
+          if (stop_) return;
+          job_(t);
+          done_.arrive_and_wait();
+        }
+      });
+  }
+  ~team() {
+    stop_ = true;
+    start_.arrive_and_wait();
+  }
+  team(const team&) = delete;
+  team& operator=(const team&) = delete;
+
+  /// Calls f(t) on thread t of the team for every t in [0, size), all at once.
+  template <class F>
+  void run(F&& f) {
+    job_ = std::ref(f);
+    start_.arrive_and_wait();
+    f(0);
+    done_.arrive_and_wait();
+  }
+  int size() const { return size_; }
+
+  /// The team of `threads` threads (one per thread count, kept for the process).
+  static team& of(int threads) {
+    static std::mutex mutex;
+    static std::vector<std::unique_ptr<team>> teams;
+    const std::lock_guard lock(mutex);
+    for (auto& t : teams)
+      if (t->size() == threads) return *t;
+    return *teams.emplace_back(std::make_unique<team>(threads));
+  }
+
+ private:
+  int size_;
+  std::barrier<> start_, done_;
+  std::function<void(int)> job_;
+  bool stop_ = false;
+  std::vector<std::jthread> helpers_;
+};
+
 /// FLOP/s of `threads` threads running `iterations` rounds of the FMA loop at once, best of
 /// `rounds` tries. The default is about 50 ms a try at 160 GFLOP/s (AVX-512), long enough for
 /// the clock to settle.
 inline double measure_peak(int threads, int rounds = 5, long iterations = 20'000'000) {
+  team& tm = team::of(threads);
   double best = 0;
   for (int round = 0; round < rounds; ++round) {
     std::vector<double> flops(std::size_t(threads), 0.0);
     std::vector<float> sinks(std::size_t(threads), 0.0f);
     const auto t0 = std::chrono::steady_clock::now();
-    {
-      std::vector<std::jthread> pool;
-      for (int t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] { flops[t] = detail::fma_loop(iterations, &sinks[t]); });
-    }
+    tm.run([&](int t) { flops[t] = detail::fma_loop(iterations, &sinks[t]); });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double total = 0;
     for (double f : flops) total += f;
@@ -96,8 +151,8 @@ inline double measure_peak(int threads, int rounds = 5, long iterations = 20'000
 }
 
 /// One short roof sample (about 5 ms) for `threads` threads. The benchmarks take one right
-/// after every timed iteration: this machine's speed drifts by tens of percent over seconds
-/// (shared hosts), so only a roof measured next to the kernel gives a meaningful ratio.
+/// before and after every timed iteration: this machine's speed drifts by tens of percent over
+/// seconds (shared hosts), so only a roof measured next to the kernel gives a meaningful ratio.
 inline double roof_sample(int threads) { return measure_peak(threads, 1, 2'000'000); }
 
 }  // namespace attn::bench

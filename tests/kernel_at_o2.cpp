@@ -4,9 +4,6 @@
 // inlined into flash_item; one left out of line moves the tiles to the stack (3-4x slower).
 #include <attn/backend/cpu/simd/flash_simd.hpp>
 
-bool attn_kernel_at_o2(const attn::cpu_policy& policy, attn::tensor_view<const float, 4> q,
-                       attn::tensor_view<const float, 4> k, attn::tensor_view<const float, 4> v,
-                       attn::tensor_view<float, 4> o, attn::tensor_view<float, 3> lse,
-                       bool causal) {
-  return attn::cpu_detail::flash_attention_simd(policy, q, k, v, o, lse, causal, 0.125);
+attn::cpu_detail::flash_kernel attn_kernel_at_o2(attn::index_t D, attn::index_t Dv) {
+  return attn::cpu_detail::simd_flash_kernel(D, Dv);
 }

@@ -1,7 +1,8 @@
 # Fails when the object compiled from kernel_at_o2.cpp defines any function of the SIMD kernel
 # namespaces other than flash_item itself (see kernel_at_o2.cpp for why that matters).
 # Usage: cmake -DNM=<nm> -DOBJECT=<object file> -P kernel_inlined.cmake
-# Mangled names: a function of those namespaces (or a lambda inside one) starts with them.
+# Mangled names: a function of those namespaces (or a lambda inside one) starts with them; only
+# code symbols count (nm types T, t, W, w), not constants such as the block sizes.
 execute_process(COMMAND ${NM} --defined-only ${OBJECT} OUTPUT_VARIABLE symbols
                 RESULT_VARIABLE status)
 if(NOT status EQUAL 0)
@@ -11,7 +12,7 @@ string(REPLACE "\n" ";" symbols "${symbols}")
 set(kernels 0)
 set(outlined)
 foreach(symbol IN LISTS symbols)
-  if(symbol MATCHES " _ZZ?N4attn10cpu_detail(4avx2|6avx512)")
+  if(symbol MATCHES " [TtWw] _ZZ?N4attn10cpu_detail(4avx2|6avx512)")
     if(symbol MATCHES " _ZN4attn10cpu_detail(4avx2|6avx512)10flash_itemE")
       math(EXPR kernels "${kernels} + 1")
     else()

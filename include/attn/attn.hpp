@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// attn, host umbrella: views, policies, every stage, the reference and the Eigen CPU backend.
+/// attn, host umbrella: views, policies, every operation, the reference and the CPU backend.
 ///
 ///     #include <attn/attn.hpp>
 ///     attn::attention(attn::cpu, q, k, v, o, attn::attention_options{.causal = true});
@@ -13,7 +13,9 @@
 #include "attn/core/numeric.hpp"
 #include "attn/core/options.hpp"
 #include "attn/core/policy.hpp"
+#include "attn/core/problem.hpp"
 #include "attn/core/tensor_view.hpp"
+#include "attn/core/visibility.hpp"
 #include "attn/ops/attention.hpp"
 #include "attn/ops/mask.hpp"
 #include "attn/ops/multi_head.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// attn::cuda, for .cu files compiled by nvcc: views, policies, every stage and the CUDA
-/// kernel backend (no Eigen, no CPU backend). Call the stages with `attn::cuda` and device
+/// attn::cuda, for .cu files compiled by nvcc: views, policies, every operation and the CUDA
+/// kernel backend (no Eigen, no CPU backend). Call the operations with `attn::cuda` and device
 /// views, or put ATTN_CUDA_INSTANTIATE(T) lines here for .cpp files that include
 /// <attn/cuda.hpp>.
 ///
@@ -10,3 +10,5 @@
 
 #include "attn/backend/cuda/backend.cuh"
 #include "attn/cuda.hpp"
+
+#include "attn/backend/cuda/undef.cuh"  // last: the kernels' internal macros end here

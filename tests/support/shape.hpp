@@ -10,12 +10,15 @@
 
 namespace attn::test {
 
-/// Extents of q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv].
+/// Extents of q [B, H, Tq, D], k [B, Hkv, Tk, D], v [B, Hkv, Tk, Dv] (Hkv 0: H).
 struct shape {
-  index_t B, H, Tq, Tk, D, Dv;
+  index_t B, H, Tq, Tk, D, Dv, Hkv = 0;
+  index_t kv_heads() const { return Hkv == 0 ? H : Hkv; }
   std::string str() const {
     std::ostringstream s;
-    s << "B=" << B << " H=" << H << " Tq=" << Tq << " Tk=" << Tk << " D=" << D << " Dv=" << Dv;
+    s << "B" << B << "_H" << H;
+    if (Hkv != 0 && Hkv != H) s << "_Hkv" << Hkv;
+    s << "_Tq" << Tq << "_Tk" << Tk << "_D" << D << "_Dv" << Dv;
     return s.str();
   }
 };

@@ -4,9 +4,7 @@
 /// |a - r| <= abs + rel * |r|. Inputs are unit-scale (uniform in [-1, 1], weights scaled by
 /// 1/sqrt(fan-in)), so `abs` is relative to unit scale too.
 
-// CUDA's 16-bit types (cuda_fp16.h, cuda_bf16.h), declared here so CPU-only tests need no CUDA.
-struct __half;
-struct __nv_bfloat16;
+#include <attn/core/numeric.hpp>  // declares __half and __nv_bfloat16
 
 namespace attn::test {
 
@@ -43,5 +41,12 @@ struct tolerance<__nv_bfloat16> {
   static constexpr double rel = 1.6e-2;
   static constexpr double fused_factor = 2.0;
 };
+
+/// Log-sum-exp values are fp32 in every 16-bit type: only their score sums differ from the
+/// fp32 reference's.
+inline constexpr double lse_abs_16bit = 1e-3;
+
+/// Gradients against central finite differences of the double reference (relative error).
+inline constexpr double gradcheck_rel = 1e-6;
 
 }  // namespace attn::test

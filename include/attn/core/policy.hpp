@@ -1,30 +1,80 @@
 #pragma once
 /// \file
 /// Policies: small values whose type picks the backend, and the backend seam they select.
+///
+/// A backend is `backend<Policy>`, a class with one static `run(policy, args)` per operation,
+/// where `args` is that operation's argument struct (attention_args, project_args, ... in
+/// attn/ops/): adding a field to an argument struct reaches every backend without a signature
+/// change. The public functions in attn/ops/ check their arguments, build the struct and call
+/// `backend<Policy>::run`.
 
 #include <type_traits>
 
+#include "attn/core/numeric.hpp"
 #include "attn/core/tensor_view.hpp"
+
+// The CUDA runtime's stream handle (`cudaStream_t` is `CUstream_st*`), declared here so that
+// attn::cuda can be named without the CUDA headers.
+struct CUstream_st;
 
 namespace attn {
 
+namespace detail {
+template <class T>
+inline constexpr bool is_host_float = std::is_same_v<T, float> || std::is_same_v<T, double>;
+template <class T>
+inline constexpr bool is_cuda_float =
+    std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+}  // namespace detail
+
 /// Plain loops accumulating in double: slow, obvious, the oracle every other backend is
-/// tested against.
+/// tested against. Computes in float and double.
 struct reference_policy {
   using space = host_space;
+  template <class T>
+  static constexpr void require_element() {
+    static_assert(detail::is_host_float<T>, "attn::reference computes in float and double");
+  }
 };
 
-/// The CPU backend on Eigen, blocked and multi-threaded.
+/// The CPU backend on Eigen and hand-written SIMD kernels, blocked and multi-threaded.
+/// Computes in float and double.
 struct cpu_policy {
   using space = host_space;
-  /// Worker threads; 0 means all hardware threads. Results do not depend on it.
+  /// Worker threads; 0 means all hardware threads, and more than the hardware has are not
+  /// started (the pool holds one per hardware thread). Negative counts are rejected.
+  /// Results are bit-identical for every thread count.
   int threads = 0;
+  template <class T>
+  static constexpr void require_element() {
+    static_assert(detail::is_host_float<T>, "attn::cpu computes in float and double");
+  }
+};
+
+/// The CUDA kernel backend, for device views. Work is queued on `stream` (the legacy default
+/// stream when null); a call returns once its kernels are queued, not when they are done.
+/// Computes in float, __half and __nv_bfloat16. Its operations are declared in
+/// <attn/cuda.hpp> and defined in <attn/cuda.cuh>.
+struct cuda_policy {
+  using space = device_space;
+  CUstream_st* stream = nullptr;
+
+  /// The same policy on another stream: `attn::cuda.on(stream)`.
+  constexpr cuda_policy on(CUstream_st* s) const { return cuda_policy{s}; }
+
+  template <class T>
+  static constexpr void require_element() {
+    static_assert(detail::is_cuda_float<T>,
+                  "attn::cuda computes in float, __half and __nv_bfloat16");
+  }
 };
 
 inline constexpr reference_policy reference{};
 inline constexpr cpu_policy cpu{};
+/// The CUDA backend on the default stream.
+inline constexpr cuda_policy cuda{};
 
-/// `backend<Policy>` implements every stage for one policy. It is specialised in
+/// `backend<Policy>` implements every operation for one policy. It is specialised in
 /// `attn/backend/<name>/backend.hpp`; the primary template only reports what is missing.
 template <class Policy>
 struct backend {
@@ -35,12 +85,15 @@ struct backend {
 };
 
 namespace detail {
-template <class Policy, class Space>
-constexpr void check_space() {
+/// The compile-time half of every call's checks: the views live where the policy runs, and
+/// the policy computes in their element type.
+template <class Policy, class T, class Space>
+constexpr void check_policy() {
   static_assert(std::is_same_v<typename Policy::space, Space>,
                 "attn: the views live in a memory space this policy does not run on. Use "
                 "attn::cuda for device views and attn::cpu / attn::reference for host views, "
                 "or copy the data with attn::copy.");
+  Policy::template require_element<std::remove_cv_t<T>>();
 }
 }  // namespace detail
 

@@ -1,9 +1,10 @@
 #pragma once
 /// \file
-/// `tensor_view`: a non-owning, strided view of rank 2 to 4, typed by memory space.
+/// `tensor_view`: a non-owning, strided view of rank 1 to 4, typed by memory space.
 
 #include <array>
 #include <concepts>
+#include <ranges>
 #include <type_traits>
 
 #include "attn/core/config.hpp"
@@ -48,13 +49,15 @@ constexpr dims<Rank> contiguous_strides(const dims<Rank>& extents) {
 
 /// A non-owning view of `T` elements in `Space` memory with `Rank` extents and strides
 /// (counted in elements). `tensor_view<T>` converts to `tensor_view<const T>`; views of
-/// different memory spaces never convert into each other.
+/// different memory spaces never convert into each other. A rank-1 host view also converts
+/// from a contiguous range (`std::vector`, `std::span`, an array), so biases and lengths can be
+/// passed as they are.
 ///
 ///     float* buf = ...;                                     // [B, T, H, D] in memory
 ///     attn::tensor_view<const float, 4> q{buf, {B, H, T, D}, {T*H*D, D, H*D, 1}};
 template <class T, int Rank, class Space = host_space>
 class tensor_view {
-  static_assert(Rank >= 2 && Rank <= 4, "attn::tensor_view: rank must be 2, 3 or 4");
+  static_assert(Rank >= 1 && Rank <= 4, "attn::tensor_view: rank must be 1, 2, 3 or 4");
 
  public:
   using element_type = T;
@@ -78,6 +81,15 @@ class tensor_view {
       const tensor_view<U, Rank, Space>& other)  // NOLINT: implicit
       : data_(other.data()), extents_(other.extents()), strides_(other.strides()) {}
 
+  /// A rank-1 host view of a contiguous range of `T` (a vector, span or array).
+  template <std::ranges::contiguous_range R>
+  requires(Rank == 1 && std::is_same_v<Space, host_space> && std::ranges::sized_range<R> &&
+           std::is_convertible_v<std::remove_reference_t<std::ranges::range_reference_t<R>> (*)[],
+                                 T (*)[]>) constexpr tensor_view(R&& range)  // NOLINT: implicit
+      : data_(std::ranges::data(range)),
+        extents_(static_cast<index_t>(std::ranges::size(range))),
+        strides_(index_t(1)) {}
+
   /// Views of another memory space never convert: this overload only exists to say so.
   template <class U, class OtherSpace>
   requires(!std::is_same_v<OtherSpace, Space>)
@@ -100,7 +112,12 @@ class tensor_view {
     for (int i = 0; i < Rank; ++i) n *= extents_[i];
     return n;
   }
-  ATTN_HOST_DEVICE constexpr bool empty() const { return size() == 0; }
+  /// True when some extent is 0 (no element).
+  ATTN_HOST_DEVICE constexpr bool empty() const {
+    for (int i = 0; i < Rank; ++i)
+      if (extents_[i] == 0) return true;
+    return false;
+  }
 
   /// True when the strides are the row-major strides of the extents.
   constexpr bool is_contiguous() const {
@@ -136,5 +153,9 @@ class tensor_view {
 /// converts implicitly (`input_view<float, 4>` is `tensor_view<const float, 4>`).
 template <class T, int Rank, class Space = host_space>
 using input_view = tensor_view<const std::type_identity_t<T>, Rank, std::type_identity_t<Space>>;
+
+/// A rank-1 view: biases [E], sequence lengths [B].
+template <class T, class Space = host_space>
+using vector_view = tensor_view<T, 1, Space>;
 
 }  // namespace attn

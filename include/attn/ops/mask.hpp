@@ -4,8 +4,23 @@
 
 #include "attn/core/check.hpp"
 #include "attn/core/policy.hpp"
+#include "attn/core/problem.hpp"
 
 namespace attn {
+
+/// Arguments of `causal_mask`: s [B, H, Tq, Tk] in place, -inf wherever `mask` hides a key
+/// (attn/core/visibility.hpp).
+template <class T, class Space = host_space>
+struct mask_args {
+  tensor_view<T, 4, Space> s;
+  mask_spec mask;
+
+  template <class F>
+  auto map(F&& f) const {
+    using S = typename std::remove_cvref_t<F>::target_space;
+    return mask_args<T, S>{f(s), mask};
+  }
+};
 
 /// In place: `s[b, h, i, j] = -inf` wherever `j > i + (Tk - Tq)` (bottom-right aligned, so
 /// with Tq == Tk it is the seed's `j > i`); other entries are left as they are.
@@ -14,10 +29,10 @@ namespace attn {
 /// \throws shape_error for a malformed view, before anything is written.
 template <class Policy, class T, class Space>
 void causal_mask(const Policy& policy, tensor_view<T, 4, Space> s) {
-  detail::check_space<Policy, Space>();
+  detail::check_policy<Policy, T, Space>();
   const detail::checker c{"causal_mask"};
-  c.view("s", s, true);
-  backend<Policy>::causal_mask(policy, s);
+  c.output("s", s);
+  backend<Policy>::run(policy, mask_args<T, Space>{s, mask_spec{.causal = true}});
 }
 
 }  // namespace attn

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// Seed stage 6: multi-head attention, the seed's whole path composed from the stages.
+/// Seed stage 6: multi-head attention, the seed's whole path composed from the stages, with a
+/// caller-owned workspace that keeps what a backward pass needs.
 
-#include <span>
+#include <string>
 #include <type_traits>
 
 #include "attn/core/check.hpp"
@@ -15,73 +16,170 @@
 namespace attn {
 
 /// Weights of one multi-head attention layer (as in GPT-2: `y = x W + b`, W row-major
-/// [d_model, d_model]). Biases are optional: leave a span empty for none.
+/// [in, out]). With C = d_model, D = C / heads and Ckv = kv_heads * D: w_q and w_o are [C, C],
+/// w_k and w_v [C, Ckv]. Biases are optional: leave a view empty for none (on the host a
+/// `std::vector` converts).
 template <class T, class Space = host_space>
 struct mha_weights {
-  tensor_view<const T, 2, Space> w_q, w_k, w_v;   ///< [d_model, d_model] each.
-  tensor_view<const T, 2, Space> w_o;             ///< [d_model, d_model] output projection.
-  std::span<const T> b_q{}, b_k{}, b_v{}, b_o{};  ///< d_model elements each, or empty.
-  index_t heads = 0;                              ///< Head count; divides d_model.
+  tensor_view<const T, 2, Space> w_q, w_k, w_v;               ///< [C, C], [C, Ckv], [C, Ckv]
+  tensor_view<const T, 2, Space> w_o;                         ///< [C, C] output projection
+  tensor_view<const T, 1, Space> b_q{}, b_k{}, b_v{}, b_o{};  ///< [C], [Ckv], [Ckv], [C] or empty
+  index_t heads = 0;                                          ///< query heads; divides d_model
+  index_t kv_heads = 0;  ///< key/value heads (grouped-query attention); 0: the same as heads
+
+  index_t key_heads() const { return kv_heads == 0 ? heads : kv_heads; }
 };
 
-/// Multi-head attention: Q, K, V = x W_{q,k,v} + b, split into `heads` slices of
-/// D = d_model / heads, `attention` per head, heads concatenated, then `out = concat W_o + b_o`.
-/// Allocates two workspaces, [B, T, 3 d_model] and [B, T, d_model], in the policy's memory.
+/// What a forward pass of `multi_head_attention` keeps for the backward pass, in the policy's
+/// memory: the projections, the concatenated head outputs and the log-sum-exp. Reused across
+/// calls (it grows when a call needs more, never shrinks); with a workspace that is large
+/// enough the forward allocates nothing, and on attn::cuda it stays asynchronous.
+template <class T, class Space = host_space>
+class mha_workspace {
+ public:
+  mha_workspace() = default;
+
+  /// [B, T, C + 2 Ckv]: Q | K | V per position, as written by the last forward.
+  tensor_view<T, 3, Space> qkv() { return {qkv_.data(), {B_, T_, width()}}; }
+  /// [B, T, C]: the heads' outputs concatenated (the input of W_O).
+  tensor_view<T, 3, Space> heads() { return {ctx_.data(), {B_, T_, C_}}; }
+  /// [B, H, T]: the log-sum-exp of every head's scores.
+  tensor_view<accum_t<T>, 3, Space> lse() { return {lse_.data(), {B_, H_, T_}}; }
+
+  /// The projections as attention operands: q [B, H, T, D], k and v [B, Hkv, T, D] (strided
+  /// views into qkv()).
+  tensor_view<T, 4, Space> q() { return head_view(0, H_); }
+  tensor_view<T, 4, Space> k() { return head_view(C_, Hkv_); }
+  tensor_view<T, 4, Space> v() { return head_view(C_ + Hkv_ * D_, Hkv_); }
+  /// heads() seen as [B, H, T, D].
+  tensor_view<T, 4, Space> o() { return {ctx_.data(), {B_, H_, T_, D_}, {T_ * C_, D_, C_, 1}}; }
+
+  /// Makes room for B x T positions of a layer with d_model C, H heads and Hkv key heads.
+  void reserve(index_t B, index_t T_len, index_t C, index_t H, index_t Hkv) {
+    B_ = B, T_ = T_len, C_ = C, H_ = H, Hkv_ = Hkv, D_ = H > 0 ? C / H : 0;
+    grow(qkv_, B * T_ * width());
+    grow(ctx_, B * T_ * C);
+    grow(lse_, B * H * T_);
+  }
+
+ private:
+  template <class U>
+  using buffer = typename owning_tensor<Space, U, 1>::type;
+
+  index_t width() const { return C_ + 2 * Hkv_ * D_; }
+  tensor_view<T, 4, Space> head_view(index_t offset, index_t heads) {
+    return {qkv_.data() + offset, {B_, heads, T_, D_}, {T_ * width(), D_, width(), 1}};
+  }
+  template <class Buffer>
+  static void grow(Buffer& b, index_t n) {
+    if (b.size() < n) b = Buffer(dims<1>{n});
+  }
+
+  index_t B_ = 0, T_ = 0, C_ = 0, H_ = 0, Hkv_ = 0, D_ = 0;
+  buffer<T> qkv_, ctx_;
+  buffer<accum_t<T>> lse_;
+};
+
+namespace detail {
+/// The checks of multi_head_attention (and its backward), returning Hkv.
+template <class T, class Space>
+index_t check_mha(const checker& c, const tensor_view<const T, 3, Space>& x,
+                  const mha_weights<T, Space>& w) {
+  c.view("x", x);
+  c.positive("heads", w.heads);
+  const index_t C = x.extent(2), H = w.heads, Hkv = w.key_heads();
+  if (Hkv <= 0 || H % Hkv != 0)
+    c.fail("kv_heads is " + std::to_string(w.kv_heads) +
+           "; it must divide heads = " + std::to_string(H) + " (0: the same as heads)");
+  if (C % H != 0)
+    c.fail("x.d_model (extent 2) is " + std::to_string(C) +
+           ", not divisible by heads = " + std::to_string(H));
+  const index_t Ckv = Hkv * (C / H);
+  const struct {
+    const char* name;
+    const tensor_view<const T, 2, Space>& m;
+    index_t cols;
+    const char* cols_name;
+  } mats[] = {{"w_q", w.w_q, C, "x.d_model (extent 2)"},
+              {"w_k", w.w_k, Ckv, "kv_heads * D"},
+              {"w_v", w.w_v, Ckv, "kv_heads * D"},
+              {"w_o", w.w_o, C, "x.d_model (extent 2)"}};
+  for (const auto& m : mats) {
+    const std::string n = m.name;
+    c.view(m.name, m.m);
+    c.same(n + " rows (extent 0)", m.m.extent(0), "x.d_model (extent 2)", C);
+    c.same(n + " cols (extent 1)", m.m.extent(1), m.cols_name, m.cols);
+  }
+  c.optional_vector("b_q", w.b_q, "d_model", C);
+  c.optional_vector("b_k", w.b_k, "kv_heads * D", Ckv);
+  c.optional_vector("b_v", w.b_v, "kv_heads * D", Ckv);
+  c.optional_vector("b_o", w.b_o, "d_model", C);
+  return Hkv;
+}
+}  // namespace detail
+
+/// Multi-head attention: Q = x W_q + b_q, K = x W_k + b_k, V = x W_v + b_v, split into heads of
+/// D = d_model / heads (K and V into kv_heads), `attention` per head, the heads concatenated,
+/// then `out = concat W_o + b_o`. The forward's projections, head outputs and log-sum-exp stay
+/// in `ws` for multi_head_attention_backward.
 ///
 /// \param x    [B, T, d_model] input.
-/// \param w    the layer's weights and head count.
+/// \param w    the layer's weights and head counts.
 /// \param out  [B, T, d_model] output; must not alias `x`.
-/// \param opt  causal and scale (default 1/sqrt(D)).
+/// \param opt  causal, window and scale (default 1/sqrt(D)).
+/// \param ws   the workspace (grown if needed).
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
 void multi_head_attention(const Policy& policy, input_view<T, 3, Space> x,
                           const mha_weights<std::type_identity_t<T>, Space>& w,
-                          tensor_view<T, 3, Space> out, const attention_options& opt = {}) {
-  detail::check_space<Policy, Space>();
+                          tensor_view<T, 3, Space> out, const attention_options& opt,
+                          mha_workspace<std::type_identity_t<T>, Space>& ws) {
+  detail::check_policy<Policy, T, Space>();
   const detail::checker c{"multi_head_attention"};
-  c.view("x", x);
-  c.view("out", out, true);
-  c.positive("heads", w.heads);
-  const index_t B = x.extent(0), T_ = x.extent(1), C = x.extent(2);
-  if (C % w.heads != 0)
-    c.fail("x.d_model (extent 2) is " + std::to_string(C) +
-           ", not divisible by heads = " + std::to_string(w.heads));
-  const std::pair<const char*, tensor_view<const T, 2, Space>> mats[] = {
-      {"w_q", w.w_q}, {"w_k", w.w_k}, {"w_v", w.w_v}, {"w_o", w.w_o}};
-  for (const auto& [name, m] : mats) {
-    const std::string n = name;
-    c.view(name, m);
-    c.same((n + " rows (extent 0)").c_str(), m.extent(0), "x.d_model (extent 2)", C);
-    c.same((n + " cols (extent 1)").c_str(), m.extent(1), "x.d_model (extent 2)", C);
-  }
-  c.bias("b_q", w.b_q, "d_model", C);
-  c.bias("b_k", w.b_k, "d_model", C);
-  c.bias("b_v", w.b_v, "d_model", C);
-  c.bias("b_o", w.b_o, "d_model", C);
+  const index_t Hkv = detail::check_mha(c, x, w);
+  const index_t B = x.extent(0), T_ = x.extent(1), C = x.extent(2), H = w.heads, D = C / H;
+  c.output("out", out);
   c.same("out.B (extent 0)", out.extent(0), "x.B (extent 0)", B);
   c.same("out.T (extent 1)", out.extent(1), "x.T (extent 1)", T_);
   c.same("out.d_model (extent 2)", out.extent(2), "x.d_model (extent 2)", C);
-  const double scale = c.scale(opt.scale, C / w.heads);
+  if (opt.window < 0)
+    c.fail("window is " + std::to_string(opt.window) + "; it must be >= 0 (0: none)");
+  const double scale = c.scale<T>(opt.scale, D);
+  if (out.empty()) return;
 
-  const index_t H = w.heads, D = C / H;
-  using buffer = typename owning_tensor<Space, T, 3>::type;
-  buffer qkv(dims<3>{B, T_, 3 * C});  // (B, T, 3C): Q | K | V, each (H, D) per position
-  buffer ctx(dims<3>{B, T_, C});      // (B, T, C): concatenated heads
-  T* base = qkv.data();
-  auto part = [&](index_t i) {
-    return tensor_view<T, 3, Space>{base + i * C, {B, T_, C}, {T_ * 3 * C, 3 * C, 1}};
+  ws.reserve(B, T_, C, H, Hkv);
+  const tensor_view<T, 3, Space> qkv = ws.qkv();
+  const index_t W = qkv.extent(2);
+  const auto part = [&](index_t offset, index_t width) {
+    return tensor_view<T, 3, Space>{qkv.data() + offset, {B, T_, width}, {T_ * W, W, 1}};
   };
-  project_qkv(policy, x, w.w_q, w.w_k, w.w_v, part(0), part(1), part(2), w.b_q, w.b_k, w.b_v);
+  backend<Policy>::run(policy, projection_args<T, Space>{
+                                   x,
+                                   3,
+                                   {w.w_q, w.w_k, w.w_v},
+                                   {w.b_q, w.b_k, w.b_v},
+                                   {part(0, C), part(C, Hkv * D), part(C + Hkv * D, Hkv * D)}});
+  const attention_shape shape{B, H, Hkv, T_, T_, D, D};
+  backend<Policy>::run(policy, attention_args<T, Space>{ws.q(),
+                                                        ws.k(),
+                                                        ws.v(),
+                                                        ws.o(),
+                                                        ws.lse(),
+                                                        {},
+                                                        shape,
+                                                        mask_spec{opt.causal, opt.window},
+                                                        scale});
+  backend<Policy>::run(policy, projection_args<T, Space>{ws.heads(), 1, {w.w_o}, {w.b_o}, {out}});
+}
 
-  // (B, T, H, D) seen as (B, H, T, D): heads split by strides, no copy.
-  auto heads = [&](T* p, index_t row) {
-    return tensor_view<T, 4, Space>{p, {B, H, T_, D}, {T_ * row, D, row, 1}};
-  };
-  attention(policy, tensor_view<const T, 4, Space>(heads(base, 3 * C)),
-            tensor_view<const T, 4, Space>(heads(base + C, 3 * C)),
-            tensor_view<const T, 4, Space>(heads(base + 2 * C, 3 * C)), heads(ctx.data(), C),
-            attention_options{.causal = opt.causal, .scale = scale});
-  project(policy, tensor_view<const T, 3, Space>(ctx.view()), w.w_o, out, w.b_o);
+/// Multi-head attention with a workspace allocated for this call only (see the overload with
+/// `ws`); on attn::cuda its release makes the call synchronous.
+template <class Policy, class T, class Space>
+void multi_head_attention(const Policy& policy, input_view<T, 3, Space> x,
+                          const mha_weights<std::type_identity_t<T>, Space>& w,
+                          tensor_view<T, 3, Space> out, const attention_options& opt = {}) {
+  mha_workspace<T, Space> ws;
+  multi_head_attention(policy, x, w, out, opt, ws);
 }
 
 }  // namespace attn

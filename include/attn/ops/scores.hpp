@@ -3,46 +3,66 @@
 /// Seed stage 2: scaled scores `S = Q K^T * scale`.
 
 #include <optional>
-#include <type_traits>
+#include <string>
 
 #include "attn/core/check.hpp"
 #include "attn/core/policy.hpp"
+#include "attn/core/problem.hpp"
 
 namespace attn {
 
+/// Arguments of `scaled_scores`: s [B, H, Tq, Tk] = scale * q [B, H, Tq, D] k [B, Hkv, Tk, D]^T.
+template <class T, class Space = host_space>
+struct scores_args {
+  tensor_view<const T, 4, Space> q, k;
+  tensor_view<T, 4, Space> s;
+  attention_shape shape;
+  double scale = 1;
+
+  template <class F>
+  auto map(F&& f) const {
+    using S = typename std::remove_cvref_t<F>::target_space;
+    return scores_args<T, S>{f(q), f(k), f(s), shape, scale};
+  }
+};
+
 namespace detail {
-/// Checks shared by every function that takes q [B,H,Tq,D] and k [B,H,Tk,D].
+/// Checks shared by every function that takes q [B, H, Tq, D] and k [B, Hkv, Tk, D] (Hkv
+/// divides H), and the shape they give (value_dim still 0).
 template <class Q, class K>
-void check_qk(const checker& c, const Q& q, const K& k) {
+attention_shape check_qk(const checker& c, const Q& q, const K& k) {
   c.view("q", q);
   c.view("k", k);
   c.positive("q.D (extent 3)", q.extent(3));
   c.same("k.B (extent 0)", k.extent(0), "q.B (extent 0)", q.extent(0));
-  c.same("k.H (extent 1)", k.extent(1), "q.H (extent 1)", q.extent(1));
   c.same("k.D (extent 3)", k.extent(3), "q.D (extent 3)", q.extent(3));
+  if (k.extent(1) == 0 ? q.extent(1) != 0 : q.extent(1) % k.extent(1) != 0)
+    c.fail("k.H (extent 1) is " + std::to_string(k.extent(1)) + " but q.H (extent 1) is " +
+           std::to_string(q.extent(1)) + "; the key heads must divide the query heads");
+  return {q.extent(0), q.extent(1), k.extent(1), q.extent(2), k.extent(2), q.extent(3), 0};
 }
 }  // namespace detail
 
-/// `s[b, h, i, j] = scale * dot(q[b, h, i, :], k[b, h, j, :])`.
+/// `s[b, h, i, j] = scale * dot(q[b, h, i, :], k[b, h / (H / Hkv), j, :])`.
 ///
 /// \param q      [B, H, Tq, D] queries.
-/// \param k      [B, H, Tk, D] keys.
+/// \param k      [B, Hkv, Tk, D] keys; Hkv divides H (grouped-query attention).
 /// \param s      [B, H, Tq, Tk] output scores.
-/// \param scale  multiplier, default 1/sqrt(D); must be finite.
+/// \param scale  multiplier, default 1/sqrt(D); must be finite in the element type.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
 void scaled_scores(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4, Space> k,
                    tensor_view<T, 4, Space> s, std::optional<double> scale = std::nullopt) {
-  detail::check_space<Policy, Space>();
+  detail::check_policy<Policy, T, Space>();
   const detail::checker c{"scaled_scores"};
-  detail::check_qk(c, q, k);
-  c.view("s", s, true);
+  const attention_shape shape = detail::check_qk(c, q, k);
+  c.output("s", s);
   c.same("s.B (extent 0)", s.extent(0), "q.B (extent 0)", q.extent(0));
   c.same("s.H (extent 1)", s.extent(1), "q.H (extent 1)", q.extent(1));
   c.same("s.Tq (extent 2)", s.extent(2), "q.Tq (extent 2)", q.extent(2));
   c.same("s.Tk (extent 3)", s.extent(3), "k.Tk (extent 2)", k.extent(2));
-  const double sc = c.scale(scale, q.extent(3));
-  backend<Policy>::scaled_scores(policy, q, k, s, sc);
+  const double sc = c.scale<T>(scale, q.extent(3));
+  backend<Policy>::run(policy, scores_args<T, Space>{q, k, s, shape, sc});
 }
 
 }  // namespace attn

@@ -1,11 +1,10 @@
 #pragma once
 /// \file
-/// The CPU backend: every stage on Eigen, split over (batch, head, row block) across threads,
-/// and the blocked flash attention of flash.hpp. Arguments arrive already checked.
+/// The CPU backend: every stage on Eigen, split over (batch, head, row block) across the
+/// worker pool, and the fused attention of flash.hpp. Arguments arrive already checked.
 
 #include <algorithm>
 #include <limits>
-#include <span>
 
 #include <Eigen/Core>
 
@@ -14,6 +13,13 @@
 #include "attn/backend/cpu/parallel.hpp"
 #include "attn/core/numeric.hpp"
 #include "attn/core/policy.hpp"
+#include "attn/core/visibility.hpp"
+#include "attn/ops/attention.hpp"
+#include "attn/ops/mask.hpp"
+#include "attn/ops/projection.hpp"
+#include "attn/ops/scores.hpp"
+#include "attn/ops/softmax.hpp"
+#include "attn/ops/weighted_values.hpp"
 
 namespace attn {
 
@@ -24,64 +30,90 @@ struct backend<cpu_policy> {
   /// on the thread count.
   static constexpr index_t block_rows = 256;
 
+  /// y[n] = x w[n] + bias[n]: each block of x rows feeds all the products while it is in
+  /// cache.
   template <class T>
-  static void project(const cpu_policy& p, input_view<T, 3> x, input_view<T, 2> w,
-                      std::span<const T> bias, tensor_view<T, 3> y) {
-    const input_view<T, 2> ws[] = {w};
-    const std::span<const T> bs[] = {bias};
-    tensor_view<T, 3> ys[] = {y};
-    projections<T>(p, x, ws, bs, ys);
+  static void run(const cpu_policy& p, const projection_args<T>& a) {
+    using cpu_detail::matrix;
+    matrix<T> w_pack[3];
+    std::vector<Eigen::Map<const matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>> W;
+    Eigen::Matrix<T, 1, Eigen::Dynamic> bias[3];
+    double flops = 0;
+    for (int n = 0; n < a.count; ++n) {
+      W.push_back(cpu_detail::read(cpu_detail::whole(a.w[n]), w_pack[n]));
+      flops += 2.0 * double(block_rows * a.w[n].extent(0) * a.w[n].extent(1));
+      bias[n].resize(a.bias[n].extent(0));
+      for (index_t e = 0; e < bias[n].size(); ++e) bias[n](e) = a.bias[n](e);
+    }
+    const index_t B = a.x.extent(0), rows = a.x.extent(1);
+    const index_t blocks = (rows + block_rows - 1) / block_rows;
+    cpu_detail::parallel_for(
+        cpu_detail::worker_count(p, B * blocks, flops), B * blocks, [&](index_t item) {
+          const index_t b = item / blocks, i0 = (item % blocks) * block_rows;
+          const index_t r = std::min(block_rows, rows - i0);
+          matrix<T> x_pack;
+          if (a.x.extent(2) == 0) {  // C = 0: y = bias (x may be null)
+            for (int n = 0; n < a.count; ++n)
+              if (!a.y[n].empty())
+                cpu_detail::write(cpu_detail::rows_of(a.y[n], b, i0, r), [&](auto Y) {
+                  Y.setZero();
+                  if (bias[n].size() > 0) Y.rowwise() += bias[n];
+                });
+            return;
+          }
+          const auto X = cpu_detail::read(cpu_detail::rows_of(a.x, b, i0, r), x_pack);
+          for (int n = 0; n < a.count; ++n)
+            if (!a.y[n].empty())
+              cpu_detail::write(cpu_detail::rows_of(a.y[n], b, i0, r), [&](auto Y) {
+                Y.noalias() = X * W[n];
+                if (bias[n].size() > 0) Y.rowwise() += bias[n];
+              });
+        });
   }
 
-  /// Q, K and V from one pass over x: each block of x rows feeds all three products while it
-  /// is in cache.
   template <class T>
-  static void project_qkv(const cpu_policy& p, input_view<T, 3> x, input_view<T, 2> w_q,
-                          input_view<T, 2> w_k, input_view<T, 2> w_v, std::span<const T> b_q,
-                          std::span<const T> b_k, std::span<const T> b_v, tensor_view<T, 3> q,
-                          tensor_view<T, 3> k, tensor_view<T, 3> v) {
-    const input_view<T, 2> ws[] = {w_q, w_k, w_v};
-    const std::span<const T> bs[] = {b_q, b_k, b_v};
-    tensor_view<T, 3> ys[] = {q, k, v};
-    projections<T>(p, x, ws, bs, ys);
+  static void run(const cpu_policy& p, const scores_args<T>& a) {
+    gemm_rows<true>(p, a.q, a.k, a.s, a.shape, T(a.scale));
   }
 
   template <class T>
-  static void scaled_scores(const cpu_policy& p, input_view<T, 4> q, input_view<T, 4> k,
-                            tensor_view<T, 4> s, double scale) {
-    gemm_rows<true>(p, q, k, s, T(scale));
-  }
-
-  template <class T>
-  static void causal_mask(const cpu_policy& p, tensor_view<T, 4> s) {
-    const index_t offset = s.extent(3) - s.extent(2);
-    for_row_blocks(p, s, double(s.extent(3)), [&](index_t b, index_t h, index_t i0, index_t rows) {
-      const auto S = cpu_detail::rows_of(s, b, h, i0, rows);
-      for (index_t r = 0; r < rows; ++r)
-        for (index_t c = std::max<index_t>(0, i0 + r + offset + 1); c < S.cols; ++c)
-          S(r, c) = -std::numeric_limits<T>::infinity();
-    });
+  static void run(const cpu_policy& p, const mask_args<T>& a) {
+    const visibility vis(a.mask, a.s.extent(2), a.s.extent(3));
+    for_row_blocks(p, a.s, double(a.s.extent(3)),
+                   [&](index_t b, index_t h, index_t i0, index_t rows) {
+                     const auto S = cpu_detail::rows_of(a.s, b, h, i0, rows);
+                     for (index_t r = 0; r < rows; ++r) {
+                       const key_range keys = vis.row(i0 + r);
+                       for (index_t c = 0; c < S.cols; ++c)
+                         if (c < keys.begin || c >= keys.end)
+                           S(r, c) = -std::numeric_limits<T>::infinity();
+                     }
+                   });
   }
 
   /// Each row goes through an aligned per-thread copy, so Eigen's vectorised exp and sum see
   /// the same alignment whatever the caller's buffer: results are bit-identical across
   /// buffers, strides and thread counts.
   template <class T>
-  static void softmax_rows(const cpu_policy& p, tensor_view<T, 4> s) {
+  static void run(const cpu_policy& p, const softmax_args<T>& a) {
     using row_map = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>, Eigen::Aligned64>;
     constexpr T inf = std::numeric_limits<T>::infinity();
-    for_row_blocks(p, s, 8.0 * double(s.extent(3)),
+    for_row_blocks(p, a.s, 8.0 * double(a.s.extent(3)),
                    [&](index_t b, index_t h, index_t i0, index_t rows) {
-                     const auto S = cpu_detail::rows_of(s, b, h, i0, rows);
+                     const auto S = cpu_detail::rows_of(a.s, b, h, i0, rows);
                      if (S.cols == 0) return;
                      row_map row(cpu_detail::thread_scratch<T>(std::size_t(S.cols)), S.cols);
                      for (index_t r = 0; r < rows; ++r) {
-                       for (index_t c = 0; c < S.cols; ++c) row[c] = S(r, c);
-                       const T m = row.maxCoeff();
-                       if (m == -inf) {  // nothing visible: zeros, not NaN
+                       bool any = false;
+                       for (index_t c = 0; c < S.cols; ++c) {
+                         row[c] = S(r, c);
+                         any = any || row[c] != -inf;
+                       }
+                       if (!any) {  // every entry masked: zeros, not NaN
                          row.setZero();
                        } else {
-                         row = (row - m).exp();
+                         // Eigen's maxCoeff skips NaN; exp(NaN - m) brings it back.
+                         row = (row - max_used(row.maxCoeff())).exp();
                          for (index_t c = 0; c < S.cols; ++c)  // Eigen's exp clamps: exp(-inf) > 0
                            if (S(r, c) == -inf) row[c] = T(0);
                          row *= T(1) / row.sum();
@@ -92,31 +124,33 @@ struct backend<cpu_policy> {
   }
 
   template <class T>
-  static void weighted_values(const cpu_policy& p, input_view<T, 4> pm, input_view<T, 4> v,
-                              tensor_view<T, 4> o) {
-    gemm_rows<false>(p, pm, v, o, T(1));
+  static void run(const cpu_policy& p, const weighted_values_args<T>& a) {
+    gemm_rows<false>(p, a.p, a.v, a.o, a.shape, T(1));
   }
 
   template <class T>
-  static void attention(const cpu_policy& p, input_view<T, 4> q, input_view<T, 4> k,
-                        input_view<T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
-                        bool causal, double scale) {
-    cpu_detail::flash_attention<T>(p, q, k, v, o, lse, causal, scale);
+  static void run(const cpu_policy& p, const attention_args<T>& a) {
+    cpu_detail::flash_attention<T>(p, a);
   }
 
  private:
-  /// c[b, h] = alpha * a[b, h] * op(m[b, h]) for every (batch, head), by blocks of rows of a
-  /// and c; op transposes when `TransposeM` (scores: Q K^T) and is the identity otherwise
-  /// (weighted values: P V).
+  /// c[b, h] = alpha * a[b, h] * op(m[b, h / group]) for every (batch, head), by blocks of
+  /// rows of a and c; op transposes when `TransposeM` (scores: Q K^T) and is the identity
+  /// otherwise (weighted values: P V).
   template <bool TransposeM, class T>
-  static void gemm_rows(const cpu_policy& p, input_view<T, 4> a, input_view<T, 4> m,
-                        tensor_view<T, 4> c, T alpha) {
+  static void gemm_rows(const cpu_policy& p, tensor_view<const T, 4> a, tensor_view<const T, 4> m,
+                        tensor_view<T, 4> c, const attention_shape& shape, T alpha) {
     for_row_blocks(
         p, c, 2.0 * double(m.extent(2) * m.extent(3)),
         [&](index_t b, index_t h, index_t i0, index_t rows) {
+          if (a.extent(3) == 0) {  // an empty inner dimension: zeros
+            cpu_detail::write(cpu_detail::rows_of(c, b, h, i0, rows), [](auto C) { C.setZero(); });
+            return;
+          }
           cpu_detail::matrix<T> a_pack, m_pack;
           const auto A = cpu_detail::read(cpu_detail::rows_of(a, b, h, i0, rows), a_pack);
-          const auto M = cpu_detail::read(cpu_detail::rows_of(m, b, h, 0, m.extent(2)), m_pack);
+          const auto M =
+              cpu_detail::read(cpu_detail::rows_of(m, b, shape.kv_head(h), 0, m.extent(2)), m_pack);
           cpu_detail::write(cpu_detail::rows_of(c, b, h, i0, rows), [&](auto C) {
             if constexpr (TransposeM)
               C.noalias() = alpha * A * M.transpose();
@@ -132,40 +166,13 @@ struct backend<cpu_policy> {
   static void for_row_blocks(const cpu_policy& p, const tensor_view<T, 4>& s, double flops_per_row,
                              F&& f) {
     const index_t B = s.extent(0), H = s.extent(1), rows = s.extent(2);
+    if (s.empty()) return;
     const index_t blocks = (rows + block_rows - 1) / block_rows;
     const int workers = cpu_detail::worker_count(p, B * H * blocks, flops_per_row * block_rows);
     cpu_detail::parallel_for(workers, B * H * blocks, [&](index_t item) {
       const index_t bh = item / blocks, i0 = (item % blocks) * block_rows;
       f(bh / H, bh % H, i0, std::min(block_rows, rows - i0));
     });
-  }
-
-  /// ys[n] = x ws[n] + bs[n] for every n, one block of x rows at a time.
-  template <class T, std::size_t N>
-  static void projections(const cpu_policy& p, input_view<T, 3> x, const input_view<T, 2> (&ws)[N],
-                          const std::span<const T> (&bs)[N], tensor_view<T, 3> (&ys)[N]) {
-    using cpu_detail::matrix;
-    matrix<T> w_pack[N];
-    std::vector<Eigen::Map<const matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>> W;
-    for (std::size_t n = 0; n < N; ++n)
-      W.push_back(cpu_detail::read(cpu_detail::whole(ws[n]), w_pack[n]));
-    const index_t B = x.extent(0), rows = x.extent(1);
-    const index_t blocks = (rows + block_rows - 1) / block_rows;
-    const double flops = 2.0 * double(block_rows * x.extent(2) * ws[0].extent(1) * index_t(N));
-    cpu_detail::parallel_for(
-        cpu_detail::worker_count(p, B * blocks, flops), B * blocks, [&](index_t item) {
-          const index_t b = item / blocks, i0 = (item % blocks) * block_rows;
-          const index_t r = std::min(block_rows, rows - i0);
-          matrix<T> x_pack;
-          const auto X = cpu_detail::read(cpu_detail::rows_of(x, b, i0, r), x_pack);
-          for (std::size_t n = 0; n < N; ++n)
-            cpu_detail::write(cpu_detail::rows_of(ys[n], b, i0, r), [&](auto Y) {
-              Y.noalias() = X * W[n];
-              if (!bs[n].empty())
-                Y.rowwise() +=
-                    Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bs[n].data(), Y.cols());
-            });
-        });
   }
 };
 

@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// CPU flash attention: for each (batch, head, query block), walk the key blocks with an online
-/// softmax. Blocks entirely above the causal diagonal are never visited; only blocks that the
-/// diagonal crosses are masked. Memory per worker: one [BQ, BK] score tile and one [BQ, Dv]
-/// accumulator.
+/// CPU flash attention: for each (batch, head, query block), walk the key blocks the block's
+/// rows see (attn/core/visibility.hpp) with an online softmax. The work items and their order
+/// are the same for the SIMD float kernel (simd/flash_simd.hpp) and the Eigen-blocked path
+/// below (double, and float where no SIMD kernel applies); only the item differs.
 
 #include <algorithm>
 #include <cmath>
@@ -16,93 +16,147 @@
 #include "attn/backend/cpu/simd/flash_simd.hpp"
 #include "attn/core/numeric.hpp"
 #include "attn/core/policy.hpp"
+#include "attn/core/visibility.hpp"
+#include "attn/ops/attention.hpp"
 
 namespace attn::cpu_detail {
 
-inline constexpr index_t flash_block_q = 64;  ///< query rows per work item
-inline constexpr index_t flash_block_k = 64;  ///< keys per inner step
-
-/// Rows [i0, i0 + rows) of o[b, h] (and lse[b, h]) from q, k, v; `offset` = Tk - Tq.
+/// Keys of batch row b: its length when lengths are given, else Tk.
 template <class T>
-void flash_query_block(tensor_view<const T, 4> q, tensor_view<const T, 4> k,
-                       tensor_view<const T, 4> v, tensor_view<T, 4> o,
-                       tensor_view<accum_t<T>, 3> lse, bool causal, T scale, index_t b, index_t h,
-                       index_t i0, index_t rows) {
+index_t kv_length(const attention_args<T>& a, index_t b) {
+  return a.kv_lengths.empty() ? a.shape.kv_len : index_t(a.kv_lengths(b));
+}
+
+/// Calls item(b, h, i0, rows, cold) for every (batch, head, block of `bq` queries) in
+/// parallel: one (batch, head) after another, query heads of one key head together, so K and
+/// V stay in cache from one block to the next; within a head the largest (causal: last)
+/// blocks first. `cold` marks (about) the first item of each head on a thread. The items are
+/// fixed by the shape alone, so results do not depend on the thread count.
+template <class T, class F>
+void for_query_blocks(const cpu_policy& policy, const attention_args<T>& a, index_t bq, F&& item) {
+  const attention_shape& s = a.shape;
+  const index_t blocks = (s.q_len + bq - 1) / bq, items = s.batch * s.heads * blocks;
+  const double flops = 2.0 * double(bq) * double(s.kv_len) * double(s.head_dim + s.value_dim) /
+                       (a.mask.causal ? 2 : 1);
+  const int workers = worker_count(policy, items, flops);
+  parallel_for(workers, items, [&](index_t it) {
+    const index_t bh = it / blocks, i0 = (blocks - 1 - it % blocks) * bq;
+    item(bh / s.heads, bh % s.heads, i0, std::min(bq, s.q_len - i0), it % blocks < workers);
+  });
+}
+
+inline constexpr index_t flash_block_q = 64;  ///< query rows per Eigen work item
+inline constexpr index_t flash_block_k = 64;  ///< keys per Eigen inner step
+
+/// Rows [i0, i0 + rows) of o[b, h] (and lse[b, h]) on Eigen blocks. In a block that some row
+/// sees only in part, each row's P V covers exactly its visible keys (a NaN stored at a hidden
+/// value must not meet a zero weight).
+template <class T>
+void flash_query_block(const attention_args<T>& a, index_t b, index_t h, index_t i0, index_t rows) {
   using array = Eigen::Array<T, Eigen::Dynamic, 1>;
   constexpr T inf = std::numeric_limits<T>::infinity();
-  const index_t Tk = k.extent(2), Dv = v.extent(3), offset = Tk - q.extent(2);
-  // Keys visible to the block's last row; all later key blocks are skipped.
-  const index_t k_end = causal ? std::clamp<index_t>(i0 + rows + offset, 0, Tk) : Tk;
+  const index_t hk = a.shape.kv_head(h), Dv = a.shape.value_dim;
+  const visibility vis(a.mask, a.shape.q_len, kv_length(a, b));
+  const key_range span = vis.rows(i0, i0 + rows), common = vis.common(i0, i0 + rows);
 
-  matrix<T> q_pack, k_pack, v_pack;
-  const auto Q = read(rows_of(q, b, h, i0, rows), q_pack);  // (rows, D)
-  matrix<T> S(rows, flash_block_k);                         // (rows, BK) scores, then P
-  matrix<T> O = matrix<T>::Zero(rows, Dv);                  // (rows, Dv) unnormalised output
-  array m = array::Constant(rows, -inf);                    // running row max
-  array l = array::Zero(rows);                              // running row sum of exp(s - m)
+  thread_local matrix<T> q_pack, k_pack, v_pack, S, O;
+  const auto Q = read(rows_of(a.q, b, h, i0, rows), q_pack);  // (rows, D)
+  S.resize(rows, flash_block_k);                              // (rows, BK) scores, then P
+  O.setZero(rows, Dv);                                        // (rows, Dv) unnormalised output
+  array m = array::Constant(rows, -inf);                      // running row max
+  array l = array::Zero(rows);                                // running row sum of exp(s - m)
+  const T scale = T(a.scale);
 
-  for (index_t j0 = 0; j0 < k_end; j0 += flash_block_k) {
-    const index_t cols = std::min(flash_block_k, k_end - j0);
-    const auto K = read(rows_of(k, b, h, j0, cols), k_pack);  // (cols, D)
-    const auto V = read(rows_of(v, b, h, j0, cols), v_pack);  // (cols, Dv)
+  for (index_t j0 = span.begin; j0 < span.end; j0 += flash_block_k) {
+    const index_t cols = std::min(flash_block_k, span.end - j0);
+    const auto K = read(rows_of(a.k, b, hk, j0, cols), k_pack);  // (cols, D)
+    const auto V = read(rows_of(a.v, b, hk, j0, cols), v_pack);  // (cols, Dv)
     auto Sb = S.leftCols(cols);
     Sb.noalias() = scale * Q * K.transpose();
-    // Row r sees the block's first `visible(r)` keys (all of them unless the diagonal crosses).
-    const bool diagonal = causal && j0 + cols - 1 > i0 + offset;
-    const auto visible = [&](index_t r) {
-      return diagonal ? std::clamp<index_t>(i0 + r + offset + 1 - j0, 0, cols) : cols;
-    };
+    const bool edge = !(common.begin <= j0 && j0 + cols <= common.end);
     for (index_t r = 0; r < rows; ++r) {
-      const index_t n = visible(r);
-      const T m_new = n > 0 ? std::max(m(r), Sb.row(r).head(n).maxCoeff()) : m(r);
-      if (m_new == -inf) {  // nothing visible yet in this row
+      const key_range keys = vis.row(i0 + r);
+      const index_t lo = std::clamp<index_t>(keys.begin - j0, 0, cols);
+      const index_t n = std::clamp<index_t>(keys.end - j0, 0, cols) - lo;
+      auto seen = Sb.row(r).segment(lo, std::max<index_t>(n, 0));
+      if (n <= 0) {
         Sb.row(r).setZero();
         continue;
       }
-      const T alpha = std::exp(m(r) - m_new);  // 0 on the first visible block
-      // Masked keys get exactly 0 (Eigen's exp would turn -inf into a denormal, and those
-      // make the P V product crawl through microcode assists).
-      Sb.row(r).head(n) = (Sb.row(r).head(n).array() - m_new).exp();
-      Sb.row(r).tail(cols - n).setZero();
-      l(r) = alpha * l(r) + Sb.row(r).sum();
+      // maxCoeff may skip a NaN; exp(NaN - m) brings it back into l and O.
+      const T m_new = std::max(m(r), seen.maxCoeff());
+      const T alpha = std::exp(m(r) - max_used(m_new));  // 0 on the first visible block
+      // -inf scores get exactly 0 (Eigen's exp gives a denormal, and those make P V crawl
+      // through microcode assists), as do hidden keys.
+      seen = (seen.array() == -inf).select(T(0), (seen.array() - max_used(m_new)).exp());
+      Sb.row(r).head(lo).setZero();
+      Sb.row(r).tail(cols - lo - n).setZero();
+      l(r) = alpha * l(r) + seen.sum();
       O.row(r) *= alpha;
       m(r) = m_new;
     }
-    O.noalias() += Sb * V;
+    if (!edge) {
+      O.noalias() += Sb * V;
+      continue;
+    }
+    for (index_t r = 0; r < rows; ++r) {
+      const key_range keys = vis.row(i0 + r);
+      const index_t lo = std::clamp<index_t>(keys.begin - j0, 0, cols);
+      const index_t n = std::clamp<index_t>(keys.end - j0, 0, cols) - lo;
+      if (n > 0) O.row(r).noalias() += Sb.row(r).segment(lo, n) * V.middleRows(lo, n);
+    }
   }
 
-  write(rows_of(o, b, h, i0, rows), [&](auto out) {
-    for (index_t r = 0; r < rows; ++r) {
-      if (l(r) > 0)
-        out.row(r) = O.row(r) / l(r);
-      else
-        out.row(r).setZero();
-    }
-  });
-  if (lse.data() != nullptr)
-    for (index_t r = 0; r < rows; ++r)
-      lse(b, h, i0 + r) = l(r) > 0 ? accum_t<T>(m(r) + std::log(l(r))) : -accum_t<T>(inf);
+  array inv(rows);
+  for (index_t r = 0; r < rows; ++r) {
+    const softmax_end<T> end = finish_softmax(!vis.row(i0 + r).empty(), m(r), l(r));
+    inv(r) = end.scale;
+    if (a.lse.data() != nullptr) a.lse(b, h, i0 + r) = accum_t<T>(end.lse);
+  }
+  if (Dv > 0)
+    write(rows_of(a.o, b, h, i0, rows), [&](auto out) { out = inv.matrix().asDiagonal() * O; });
 }
 
-/// The fused attention over all (batch, head, query block) items: the SIMD kernel of
-/// simd/flash_simd.hpp for float where it applies, else Eigen blocks.
+/// The fused attention over all (batch, head, query block) items: the SIMD kernel for float
+/// where it applies (q, k, v columns contiguous), else Eigen blocks.
 template <class T>
-void flash_attention(const cpu_policy& policy, tensor_view<const T, 4> q, tensor_view<const T, 4> k,
-                     tensor_view<const T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
-                     bool causal, double scale) {
-  if constexpr (std::is_same_v<T, float>)
-    if (flash_attention_simd(policy, q, k, v, o, lse, causal, scale)) return;
-  const index_t B = q.extent(0), H = q.extent(1), Tq = q.extent(2);
-  const index_t blocks = (Tq + flash_block_q - 1) / flash_block_q;
-  const double flops =
-      4.0 * double(flash_block_q) * double(k.extent(2)) * double(q.extent(3) + v.extent(3)) / 2;
-  // Head by head (K and V stay in cache), largest (causal: last) query blocks first.
-  parallel_for(worker_count(policy, B * H * blocks, flops), B * H * blocks, [&](index_t item) {
-    const index_t bh = item / blocks, blk = blocks - 1 - item % blocks;
-    const index_t i0 = blk * flash_block_q;
-    flash_query_block<T>(q, k, v, o, lse, causal, T(scale), bh / H, bh % H, i0,
-                         std::min(flash_block_q, Tq - i0));
-  });
+void flash_attention(const cpu_policy& policy, const attention_args<T>& a) {
+  if (a.o.empty() && a.lse.empty()) return;  // (with Dv = 0, lse is still written)
+  const auto unit = [](const auto& t) { return t.stride(3) == 1 || t.extent(3) <= 1; };
+  if constexpr (std::is_same_v<T, float>) {
+    const flash_kernel kernel = simd_flash_kernel(a.shape.head_dim, a.shape.value_dim);
+    if (kernel.item != nullptr && unit(a.q) && unit(a.k) && unit(a.v)) {
+      const auto at = [](const auto& t, index_t b, index_t h) {
+        return t.empty() ? t.data() : t.data() + b * t.stride(0) + h * t.stride(1);
+      };
+      const float scale_log2 = float(a.scale * 1.4426950408889634);
+      for_query_blocks(
+          policy, a, kernel.bq, [&](index_t b, index_t h, index_t i0, index_t rows, bool cold) {
+            const index_t hk = a.shape.kv_head(h);
+            const flash_head head{at(a.q, b, h),
+                                  a.q.stride(2),
+                                  at(a.k, b, hk),
+                                  a.k.stride(2),
+                                  at(a.v, b, hk),
+                                  a.v.stride(2),
+                                  at(a.o, b, h),
+                                  a.o.stride(2),
+                                  a.o.stride(3),
+                                  a.lse.data() != nullptr ? at(a.lse, b, h) : nullptr,
+                                  a.lse.data() != nullptr ? a.lse.stride(2) : 0,
+                                  a.shape.head_dim,
+                                  a.shape.value_dim,
+                                  visibility(a.mask, a.shape.q_len, kv_length(a, b)),
+                                  scale_log2};
+            kernel.item(head, i0, rows, cold, thread_scratch<float>(std::size_t(kernel.scratch)));
+          });
+      return;
+    }
+  }
+  for_query_blocks(policy, a, flash_block_q,
+                   [&](index_t b, index_t h, index_t i0, index_t rows, bool) {
+                     flash_query_block<T>(a, b, h, i0, rows);
+                   });
 }
 
 }  // namespace attn::cpu_detail

@@ -1,18 +1,24 @@
 #pragma once
 /// \file
-/// Work splitting for the CPU backend: independent items handed out from an atomic counter to
-/// a few std::threads. Each item is computed the same way whatever thread takes it, so results
-/// are bit-identical for every thread count. Workers block in join(), never spin.
+/// Work splitting for the CPU backend: a persistent pool of worker threads (started once, as
+/// many as the hardware has at most) that take independent items of a call from an atomic
+/// counter, the caller taking its share. Each item is computed the same way whatever thread
+/// takes it, so results are bit-identical for every thread count. Idle workers block on a
+/// condition variable, never spin; concurrent callers share the pool.
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "attn/core/config.hpp"
+#include "attn/core/error.hpp"
 #include "attn/core/policy.hpp"
 
 namespace attn::cpu_detail {
@@ -26,14 +32,95 @@ T* thread_scratch(std::size_t n) {
   return reinterpret_cast<T*>((p + 63) & ~std::uintptr_t(63));
 }
 
+inline int hardware_threads() {
+  static const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n;
+}
+
 /// Worker count for `items` items of about `flops_per_item` each: at most policy.threads
-/// (0: all hardware threads), and one per ~4 MFLOP of work so small calls stay on the caller.
+/// (0: all hardware threads) and the hardware's thread count, and one per ~4 MFLOP of work so
+/// small calls stay on the caller. \throws shape_error for a negative thread count.
 inline int worker_count(const cpu_policy& policy, index_t items, double flops_per_item) {
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int cap = policy.threads > 0 ? policy.threads : hw;
+  if (policy.threads < 0)
+    throw shape_error("attn::cpu_policy: threads is " + std::to_string(policy.threads) +
+                      "; it must be >= 0 (0: all hardware threads)");
+  const int cap =
+      std::min(policy.threads > 0 ? policy.threads : hardware_threads(), hardware_threads());
   const double by_work = double(items) * flops_per_item / 4e6;
   return static_cast<int>(std::clamp<double>(std::min<double>(by_work, double(items)), 1, cap));
 }
+
+/// The process-wide worker pool.
+class thread_pool {
+ public:
+  static thread_pool& instance() {
+    static thread_pool* pool = new thread_pool;  // never destroyed: workers may outlive main
+    return *pool;
+  }
+
+  /// Calls f(i) for every i in [0, n) on the caller and up to `helpers` pool workers. The
+  /// first exception thrown by any f is rethrown here once every participant has stopped.
+  template <class F>
+  void run(int helpers, index_t n, F& f) {
+    job j(
+        n, helpers, [](void* c, index_t i) { (*static_cast<F*>(c))(i); }, &f);
+    {
+      const std::lock_guard lock(mutex_);
+      while (int(threads_.size()) < std::min(helpers, hardware_threads() - 1))
+        threads_.emplace_back([this] { work(); });
+      queue_.push_back(&j);
+    }
+    wake_.notify_all();
+    j.take_items();
+    std::unique_lock lock(mutex_);
+    std::erase(queue_, &j);  // no worker joins once the caller is done with the items
+    j.done.wait(lock, [&] { return j.joined == j.left; });
+    if (j.error) std::rethrow_exception(j.error);
+  }
+
+ private:
+  struct job {
+    job(index_t n_, int helpers_, void (*call_)(void*, index_t), void* context_)
+        : n(n_), helpers(helpers_), call(call_), context(context_) {}
+    index_t n;
+    int helpers;
+    void (*call)(void*, index_t);
+    void* context;
+    std::atomic<index_t> next{0};
+    int joined = 0, left = 0;  // pool workers, under the pool's mutex
+    std::condition_variable done;
+    std::mutex error_mutex;
+    std::exception_ptr error;
+
+    void take_items() {
+      try {
+        for (index_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) call(context, i);
+      } catch (...) {
+        const std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next.store(n, std::memory_order_relaxed);
+      }
+    }
+  };
+
+  void work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return !queue_.empty(); });
+      job* j = queue_.front();
+      if (++j->joined == j->helpers) queue_.pop_front();  // it has all the helpers it asked for
+      lock.unlock();
+      j->take_items();
+      lock.lock();
+      if (++j->left == j->joined) j->done.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<job*> queue_;  // calls that still take helpers
+  std::vector<std::thread> threads_;
+};
 
 /// Calls f(i) for every i in [0, n) on up to `workers` threads (the caller is one of them).
 /// The first exception thrown by any f is rethrown here after all workers have stopped.
@@ -43,24 +130,7 @@ void parallel_for(int workers, index_t n, F&& f) {
     for (index_t i = 0; i < n; ++i) f(i);
     return;
   }
-  std::atomic<index_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto run = [&] {
-    try {
-      for (index_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) f(i);
-    } catch (...) {
-      const std::lock_guard lock(error_mutex);
-      if (!error) error = std::current_exception();
-      next.store(n, std::memory_order_relaxed);
-    }
-  };
-  std::vector<std::jthread> pool;
-  pool.reserve(static_cast<std::size_t>(workers - 1));
-  for (int w = 1; w < workers; ++w) pool.emplace_back(run);
-  run();
-  pool.clear();  // joins
-  if (error) std::rethrow_exception(error);
+  thread_pool::instance().run(std::min<index_t>(workers, n) - 1, n, f);
 }
 
 }  // namespace attn::cpu_detail

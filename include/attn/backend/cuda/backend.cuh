@@ -1,9 +1,9 @@
 #pragma once
 /// \file
-/// The definitions of backend<cuda_policy> (declared in attn/cuda.hpp): argument plumbing
-/// from views to kernels, the choice of kernel by element type and head dim, and
-/// ATTN_CUDA_INSTANTIATE. Kernel instantiations per element type: one GEMM, mask and softmax
-/// each, and six flash kernels (three head-dim classes x causal or not).
+/// The definitions of backend<cuda_policy> (declared in attn/cuda/backend.hpp): argument
+/// plumbing from argument structs to kernels, the choice of kernel by element type and head
+/// dim, and ATTN_CUDA_INSTANTIATE. Kernel instantiations per element type: one GEMM, mask,
+/// softmax and copy each, and six flash kernels (three head-dim classes x causal or not).
 
 #include <cstdint>
 #include <cstring>
@@ -11,26 +11,16 @@
 #include <string>
 
 #include "attn/backend/cuda/common.cuh"
+#include "attn/backend/cuda/copy.cuh"
 #include "attn/backend/cuda/flash_fp32.cuh"
 #include "attn/backend/cuda/flash_mma.cuh"
 #include "attn/backend/cuda/gemm.cuh"
 #include "attn/backend/cuda/softmax.cuh"
+#include "attn/core/operations.hpp"
 
 namespace attn {
 
 namespace cuda_detail {
-
-/// x [B, T, C] w [C, E] + bias -> y [B, T, E] on one GEMM launch (batch z0 = b).
-template <class T>
-void project_one(cudaStream_t stream, tensor_view<const T, 3, device_space> x,
-                 tensor_view<const T, 2, device_space> w, std::span<const T> bias,
-                 tensor_view<T, 3, device_space> y) {
-  const batched<const T> a{x.data(), x.stride(0), 0, x.stride(1), x.stride(2)};
-  const batched<const T> bw{w.data(), 0, 0, w.stride(0), w.stride(1)};
-  const batched<T> c{y.data(), y.stride(0), 0, y.stride(1), y.stride(2)};
-  gemm<T>(stream, a, bw, c, bias.empty() ? nullptr : bias.data(), x.extent(0), 1, x.extent(1),
-          w.extent(1), x.extent(2), 1.0f);
-}
 
 /// Whether every (b, h) row of a [B, H, T, D] view starts 16-byte aligned with unit column
 /// stride and D a multiple of 8 (so the flash kernel may use 16-byte cp.async).
@@ -43,23 +33,35 @@ bool rows_vectorizable(const tensor_view<const T, 4, device_space>& v) {
 }
 
 template <class T, bool Causal>
-void flash(cudaStream_t stream, tensor_view<const T, 4, device_space> q,
-           tensor_view<const T, 4, device_space> k, tensor_view<const T, 4, device_space> v,
-           tensor_view<T, 4, device_space> o, tensor_view<float, 3, device_space> lse,
-           double scale) {
-  const index_t B = q.extent(0), H = q.extent(1), Tq = q.extent(2), Tk = k.extent(2);
-  const int D = static_cast<int>(q.extent(3)), Dv = static_cast<int>(v.extent(3));
+void flash(cudaStream_t stream, const attention_args<T, device_space>& a) {
+  const attention_shape& s = a.shape;
+  const int D = static_cast<int>(s.head_dim), Dv = static_cast<int>(s.value_dim);
   const int widest = D > Dv ? D : Dv;
   if (widest > 256)
     throw backend_error("attn: the CUDA attention supports head dims up to 256, not " +
                         std::to_string(widest) + " (use the stages)");
-  if (B > 65535 || H > 65535)
+  if (s.batch > 65535 || s.heads > 65535)
     throw backend_error("attn: CUDA attention: B and H must be at most 65535");
-  const float scale_log2 = static_cast<float>(scale) * log2e;
-  float* lse_p = lse.data();
-  const index_t l0 = lse.stride(0), l1 = lse.stride(1), l2 = lse.stride(2);
-  const auto qb = as_batched<const T>(q), kb = as_batched<const T>(k), vb = as_batched<const T>(v);
-  const auto ob = as_batched<T>(o);
+  const bool lse = a.lse.data() != nullptr && !a.lse.empty();
+  flash_params<T> f{as_batched<const T>(a.q),
+                    as_batched<const T>(a.k, false, s.group()),
+                    as_batched<const T>(a.v, false, s.group()),
+                    as_batched<T>(a.o),
+                    lse ? a.lse.data() : nullptr,
+                    lse ? a.lse.stride(0) : 0,
+                    lse ? a.lse.stride(1) : 0,
+                    lse ? a.lse.stride(2) : 0,
+                    a.kv_lengths.empty() ? nullptr : a.kv_lengths.data(),
+                    a.kv_lengths.empty() ? 0 : a.kv_lengths.stride(0),
+                    s.q_len,
+                    s.kv_len,
+                    D,
+                    Dv,
+                    a.mask,
+                    static_cast<float>(a.scale) * log2e,
+                    false,
+                    false};
+  const dim3 grid_of = dim3(1, unsigned(s.heads), unsigned(s.batch));
   if constexpr (std::is_same_v<T, float>) {
     // fast: D <= 64 (2 chunks of 32 columns per lane) and D <= 128 (4); generic: up to 256.
     auto run = [&](auto chunks) {
@@ -67,9 +69,8 @@ void flash(cudaStream_t stream, tensor_view<const T, 4, device_space> q,
       auto* kernel = &flash_fp32_kernel<C, Causal>;
       const std::size_t bytes = flash_fp32_shared(C);
       check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
-      ATTN_CUDA_LAUNCH(kernel, dim3(blocks_for(Tq, f32_rows), unsigned(H), unsigned(B)),
-                       dim3(32 * f32_warps), bytes, stream, qb, kb, vb, ob, lse_p, l0, l1, l2, Tq,
-                       Tk, D, Dv, scale_log2);
+      ATTN_CUDA_LAUNCH(kernel, dim3(blocks_for(s.q_len, f32_rows), grid_of.y, grid_of.z),
+                       dim3(32 * f32_warps), bytes, stream, f);
     };
     if (widest <= 64)
       run(std::integral_constant<int, 2>{});
@@ -78,16 +79,15 @@ void flash(cudaStream_t stream, tensor_view<const T, 4, device_space> q,
     else
       run(std::integral_constant<int, 8>{});
   } else {
-    const bool vec_q = rows_vectorizable<T>(q);
-    const bool vec_kv = rows_vectorizable<T>(k) && rows_vectorizable<T>(v);
+    f.vec_q = rows_vectorizable<T>(a.q);
+    f.vec_kv = rows_vectorizable<T>(a.k) && rows_vectorizable<T>(a.v);
     auto run = [&](auto dp) {
       constexpr int Dp = decltype(dp)::value;
       auto* kernel = &flash_mma_kernel<T, Dp, Causal>;
       const std::size_t bytes = flash_mma_shared(Dp);
       check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
-      ATTN_CUDA_LAUNCH(kernel, dim3(blocks_for(Tq, mma_rows), unsigned(H), unsigned(B)),
-                       dim3(32 * mma_warps), bytes, stream, qb, kb, vb, ob, lse_p, l0, l1, l2, Tq,
-                       Tk, D, Dv, scale_log2, vec_q, vec_kv);
+      ATTN_CUDA_LAUNCH(kernel, dim3(blocks_for(s.q_len, mma_rows), grid_of.y, grid_of.z),
+                       dim3(32 * mma_warps), bytes, stream, f);
     };
     if (widest <= 64)
       run(std::integral_constant<int, 64>{});
@@ -100,85 +100,78 @@ void flash(cudaStream_t stream, tensor_view<const T, 4, device_space> q,
 
 }  // namespace cuda_detail
 
+/// y[n] [B, T, E_n] = x [B, T, C] w[n] [C, E_n] + bias[n] [E_n], one GEMM launch each.
 template <class T>
-void backend<cuda_policy>::project(const cuda_policy& policy, in3<T> x, in2<T> w,
-                                   std::span<const T> bias, out3<T> y) {
-  static_assert(cuda_detail::is_element<T>, "attn::cuda supports float, __half, __nv_bfloat16");
-  cuda_detail::project_one<T>(policy.stream, x, w, bias, y);
-}
-
-template <class T>
-void backend<cuda_policy>::project_qkv(const cuda_policy& policy, in3<T> x, in2<T> w_q, in2<T> w_k,
-                                       in2<T> w_v, std::span<const T> b_q, std::span<const T> b_k,
-                                       std::span<const T> b_v, out3<T> q, out3<T> k, out3<T> v) {
-  static_assert(cuda_detail::is_element<T>, "attn::cuda supports float, __half, __nv_bfloat16");
-  cuda_detail::project_one<T>(policy.stream, x, w_q, b_q, q);
-  cuda_detail::project_one<T>(policy.stream, x, w_k, b_k, k);
-  cuda_detail::project_one<T>(policy.stream, x, w_v, b_v, v);
-}
-
-template <class T>
-void backend<cuda_policy>::scaled_scores(const cuda_policy& policy, in4<T> q, in4<T> k, out4<T> s,
-                                         double scale) {
-  static_assert(cuda_detail::is_element<T>, "attn::cuda supports float, __half, __nv_bfloat16");
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const projection_args<T, device_space>& a) {
   using namespace cuda_detail;
-  // s (Tq, Tk) = q (Tq, D) k^T (D, Tk) per (b, h)
-  gemm<T>(policy.stream, as_batched<const T>(q), as_batched<const T>(k, true), as_batched<T>(s),
-          nullptr, q.extent(0), q.extent(1), q.extent(2), k.extent(2), q.extent(3),
-          static_cast<float>(scale));
+  for (int n = 0; n < a.count; ++n) {
+    const auto& x = a.x;
+    const auto& y = a.y[n];
+    const auto& w = a.w[n];
+    const batched<const T> xa{x.data(), x.stride(0), 0, x.stride(1), x.stride(2)};
+    const batched<const T> wb{w.data(), 0, 0, w.stride(0), w.stride(1)};
+    const batched<T> yc{y.data(), y.stride(0), 0, y.stride(1), y.stride(2)};
+    const bias_view<T> bias{a.bias[n].empty() ? nullptr : a.bias[n].data(),
+                            a.bias[n].empty() ? 0 : a.bias[n].stride(0)};
+    gemm<T>(policy.stream, xa, wb, yc, bias, x.extent(0), 1, x.extent(1), w.extent(1), x.extent(2),
+            1.0f);
+  }
 }
 
+/// s (Tq, Tk) = scale * q (Tq, D) k^T (D, Tk) per (b, h).
 template <class T>
-void backend<cuda_policy>::causal_mask(const cuda_policy& policy, out4<T> s) {
-  static_assert(cuda_detail::is_element<T>, "attn::cuda supports float, __half, __nv_bfloat16");
-  cuda_detail::row_launch<T>(&cuda_detail::causal_mask_kernel<T>, policy.stream, s);
-}
-
-template <class T>
-void backend<cuda_policy>::softmax_rows(const cuda_policy& policy, out4<T> s) {
-  static_assert(cuda_detail::is_element<T>, "attn::cuda supports float, __half, __nv_bfloat16");
-  cuda_detail::row_launch<T>(&cuda_detail::softmax_kernel<T>, policy.stream, s);
-}
-
-template <class T>
-void backend<cuda_policy>::weighted_values(const cuda_policy& policy, in4<T> p, in4<T> v,
-                                           out4<T> o) {
-  static_assert(cuda_detail::is_element<T>, "attn::cuda supports float, __half, __nv_bfloat16");
+void backend<cuda_policy>::run(const cuda_policy& policy, const scores_args<T, device_space>& a) {
   using namespace cuda_detail;
-  // o (Tq, Dv) = p (Tq, Tk) v (Tk, Dv) per (b, h)
-  gemm<T>(policy.stream, as_batched<const T>(p), as_batched<const T>(v), as_batched<T>(o), nullptr,
-          p.extent(0), p.extent(1), p.extent(2), v.extent(3), p.extent(3), 1.0f);
+  gemm<T>(policy.stream, as_batched<const T>(a.q), as_batched<const T>(a.k, true, a.shape.group()),
+          as_batched<T>(a.s), bias_view<T>{}, a.q.extent(0), a.q.extent(1), a.q.extent(2),
+          a.k.extent(2), a.q.extent(3), static_cast<float>(a.scale));
 }
 
 template <class T>
-void backend<cuda_policy>::attention(const cuda_policy& policy, in4<T> q, in4<T> k, in4<T> v,
-                                     out4<T> o, lse_view<T> lse, bool causal, double scale) {
-  static_assert(cuda_detail::is_element<T>, "attn::cuda supports float, __half, __nv_bfloat16");
-  if (o.empty()) return;
-  if (causal)
-    cuda_detail::flash<T, true>(policy.stream, q, k, v, o, lse, scale);
+void backend<cuda_policy>::run(const cuda_policy& policy, const mask_args<T, device_space>& a) {
+  cuda_detail::row_launch<T>(&cuda_detail::mask_kernel<T>, policy.stream, a.s, a.mask);
+}
+
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy, const softmax_args<T, device_space>& a) {
+  cuda_detail::row_launch<T>(&cuda_detail::softmax_kernel<T>, policy.stream, a.s, mask_spec{});
+}
+
+/// o (Tq, Dv) = p (Tq, Tk) v (Tk, Dv) per (b, h).
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const weighted_values_args<T, device_space>& a) {
+  using namespace cuda_detail;
+  gemm<T>(policy.stream, as_batched<const T>(a.p), as_batched<const T>(a.v, false, a.shape.group()),
+          as_batched<T>(a.o), bias_view<T>{}, a.p.extent(0), a.p.extent(1), a.p.extent(2),
+          a.v.extent(3), a.p.extent(3), 1.0f);
+}
+
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const attention_args<T, device_space>& a) {
+  if (a.o.empty() && a.lse.empty()) return;  // (with Dv = 0, lse is still written)
+  if (a.mask.causal)
+    cuda_detail::flash<T, true>(policy.stream, a);
   else
-    cuda_detail::flash<T, false>(policy.stream, q, k, v, o, lse, scale);
+    cuda_detail::flash<T, false>(policy.stream, a);
+}
+
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy, const copy_args<T, device_space>& a) {
+  cuda_detail::strided_copy<T>(policy.stream, a.src, a.dst);
 }
 
 }  // namespace attn
 
-/// Explicitly instantiates every stage of attn::cuda for element type T (float, __half or
+/// Explicitly instantiates every operation of attn::cuda for element type T (float, __half or
 /// __nv_bfloat16) in this .cu file, so .cpp files that include <attn/cuda.hpp> can call them.
 /// Write it once per element type, at namespace scope, in one .cu file of the program.
-#define ATTN_CUDA_INSTANTIATE(T)                                                                  \
-  template void ::attn::backend<::attn::cuda_policy>::project<T>(                                 \
-      const ::attn::cuda_policy&, in3<T>, in2<T>, std::span<const T>, out3<T>);                   \
-  template void ::attn::backend<::attn::cuda_policy>::project_qkv<T>(                             \
-      const ::attn::cuda_policy&, in3<T>, in2<T>, in2<T>, in2<T>, std::span<const T>,             \
-      std::span<const T>, std::span<const T>, out3<T>, out3<T>, out3<T>);                         \
-  template void ::attn::backend<::attn::cuda_policy>::scaled_scores<T>(                           \
-      const ::attn::cuda_policy&, in4<T>, in4<T>, out4<T>, double);                               \
-  template void ::attn::backend<::attn::cuda_policy>::causal_mask<T>(const ::attn::cuda_policy&,  \
-                                                                     out4<T>);                    \
-  template void ::attn::backend<::attn::cuda_policy>::softmax_rows<T>(const ::attn::cuda_policy&, \
-                                                                      out4<T>);                   \
-  template void ::attn::backend<::attn::cuda_policy>::weighted_values<T>(                         \
-      const ::attn::cuda_policy&, in4<T>, in4<T>, out4<T>);                                       \
-  template void ::attn::backend<::attn::cuda_policy>::attention<T>(                               \
-      const ::attn::cuda_policy&, in4<T>, in4<T>, in4<T>, out4<T>, lse_view<T>, bool, double);
+#define ATTN_CUDA_INSTANTIATE(T)                \
+  ATTN_OPERATIONS(ATTN_CUDA_INSTANTIATE_ONE, T) \
+  ATTN_CUDA_INSTANTIATE_ONE(copy_args, T)
+/// One operation of ATTN_CUDA_INSTANTIATE.
+#define ATTN_CUDA_INSTANTIATE_ONE(op, T)                      \
+  template void ::attn::backend<::attn::cuda_policy>::run<T>( \
+      const ::attn::cuda_policy&, const ::attn::op<T, ::attn::device_space>&);

@@ -11,11 +11,12 @@
 #include "attn/core/tensor_view.hpp"
 #include "attn/cuda.hpp"
 
-/// `#pragma unroll` for nvcc; nothing for the host compiler of the emulated build.
+/// `#pragma unroll` for nvcc; nothing for the host compiler of the emulated build. Undefined
+/// again at the end of <attn/cuda.cuh>.
 #if defined(__CUDACC__)
-#define ATTN_UNROLL _Pragma("unroll")
+#define ATTN_CUDA_UNROLL _Pragma("unroll")
 #else
-#define ATTN_UNROLL
+#define ATTN_CUDA_UNROLL
 #endif
 
 namespace attn::cuda_detail {
@@ -59,21 +60,31 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-/// A batch of strided matrices inside a [Z0, Z1, rows, cols] view: element (z0, z1, r, c) at
-/// p[z0 * s0 + z1 * s1 + r * rs + c * cs]. Passed to kernels by value.
+/// A batch of strided matrices inside a [Z0, Z1 / group, rows, cols] view: element
+/// (z0, z1, r, c) at p[z0 * s0 + (z1 / group) * s1 + r * rs + c * cs], so `group` consecutive
+/// z1 share one matrix (the query heads of one key/value head). Passed to kernels by value.
 template <class T>
 struct batched {
   T* p;
   index_t s0, s1, rs, cs;
+  index_t group = 1;
 
-  __device__ __forceinline__ T* at(index_t z0, index_t z1) const { return p + z0 * s0 + z1 * s1; }
+  __device__ __forceinline__ T* at(index_t z0, index_t z1) const {
+    return p + z0 * s0 + (z1 / group) * s1;
+  }
 };
 
-/// [B, H, rows, cols] view as a batch of matrices; `transpose` swaps rows and cols.
+/// [B, H, rows, cols] view as a batch of matrices; `transpose` swaps rows and cols; `group`
+/// query heads per head of this view.
 template <class T, class U>
-batched<T> as_batched(const tensor_view<U, 4, device_space>& v, bool transpose = false) {
-  return {v.data(), v.stride(0), v.stride(1), transpose ? v.stride(3) : v.stride(2),
-          transpose ? v.stride(2) : v.stride(3)};
+batched<T> as_batched(const tensor_view<U, 4, device_space>& v, bool transpose = false,
+                      index_t group = 1) {
+  return {v.data(),
+          v.stride(0),
+          v.stride(1),
+          transpose ? v.stride(3) : v.stride(2),
+          transpose ? v.stride(2) : v.stride(3),
+          group};
 }
 
 /// Throws backend_error (naming the kernel) when the last launch failed.

@@ -2,19 +2,21 @@
 /// \file
 /// Fused flash-attention forward for float, fp32 FMA on CUDA cores.
 ///
-/// CPU reference: attn/backend/reference/backend.hpp (attention). One block of 4 warps per
-/// (32-query tile, head, batch); each warp owns 8 query rows. Per 32-key tile (K and V staged
-/// in shared memory as fp32): lane j computes the scores of key j for the warp's 8 rows,
-/// already multiplied by scale * log2(e); the online softmax keeps the running maximum per
-/// row (uniform across the warp) and a per-lane partial row sum (reduced once at the end);
+/// CPU reference: attn/backend/reference/backend.hpp (attention_args). One block of 4 warps
+/// per (32-query tile, head, batch); each warp owns 8 query rows. Per 32-key tile (K and V
+/// staged in shared memory as fp32): lane j computes the scores of key j for the warp's 8
+/// rows, already multiplied by scale * log2(e); the online softmax keeps the running maximum
+/// per row (uniform across the warp) and a per-lane partial row sum (reduced once at the end);
 /// p = exp2(s - m) goes through a warp-private 8 x 32 shared slice into P V, where lane l owns
 /// output columns l + 32 c, c < Chunks. K is stored transposed and Q rows and p are read as
-/// float4, so each shared-memory load feeds 4 to 8 FMAs. Key tiles above the diagonal are never
-/// loaded; only tiles that cross the diagonal or the end of the keys are masked.
+/// float4, so each shared-memory load feeds 4 to 8 FMAs. Only the key tiles the tile's rows
+/// see (attn/core/visibility.hpp) are loaded; in a tile some row sees only in part, hidden
+/// scores are -inf and hidden values are skipped (a NaN stored there never meets p = 0).
 
 #include <cstring>
 
 #include "attn/backend/cuda/common.cuh"
+#include "attn/backend/cuda/flash_params.cuh"
 
 namespace attn::cuda_detail {
 
@@ -25,20 +27,6 @@ constexpr std::size_t flash_fp32_shared(int chunks) {
   const std::size_t width = 32 * chunks, pitch = width + 4;
   return sizeof(float) *
          ((f32_rows + f32_keys) * pitch + width * (f32_keys + 1) + f32_rows * f32_keys);
-}
-
-/// Query-tile bookkeeping shared by both flash kernels: with `off` = Tk - Tq, query i sees keys
-/// j <= i + off. Returns how many key tiles of `tile_keys` the query rows [q0, q0 + rows) need.
-__host__ __device__ __forceinline__ index_t key_tiles(bool causal, index_t q0, index_t rows,
-                                                      index_t Tq, index_t Tk, int tile_keys) {
-  index_t end = Tk;  // one past the last key any row of the tile sees
-  if (causal) {
-    const index_t last_row = (q0 + rows < Tq ? q0 + rows : Tq) - 1;
-    const index_t last_key = last_row + (Tk - Tq);
-    end = last_key + 1 < Tk ? last_key + 1 : Tk;
-    if (end < 0) end = 0;
-  }
-  return (end + tile_keys - 1) / tile_keys;
 }
 
 /// Four consecutive floats of shared memory (16-byte aligned) in one load.
@@ -52,11 +40,34 @@ __device__ __forceinline__ float4 load4(const float* p) {
 #endif
 }
 
+/// acc (8, width) += p (8, BLK_K) v (BLK_K, width) for one warp: lane owns columns lane + 32 c,
+/// p read four keys at a time. With `Edge`, row r takes only keys [lo[r], hi[r]) of the tile.
+template <bool Edge, int Chunks>
+__device__ __forceinline__ void fp32_values(float (&acc)[8][Chunks], const float* my_p,
+                                            const float* v_s, int pitch, int lane,
+                                            const int (&lo)[8], const int (&hi)[8]) {
+  for (int jj = 0; jj < f32_keys; jj += 4) {
+    float4 p4[8];
+    ATTN_CUDA_UNROLL
+    for (int r = 0; r < 8; ++r) p4[r] = load4(my_p + r * f32_keys + jj);
+    ATTN_CUDA_UNROLL
+    for (int u = 0; u < 4; ++u) {
+      float vd[Chunks];
+      ATTN_CUDA_UNROLL
+      for (int c = 0; c < Chunks; ++c) vd[c] = v_s[(jj + u) * pitch + lane + 32 * c];
+      ATTN_CUDA_UNROLL
+      for (int r = 0; r < 8; ++r) {
+        if (Edge && (jj + u < lo[r] || jj + u >= hi[r])) continue;  // uniform across the warp
+        const float pr = u == 0 ? p4[r].x : u == 1 ? p4[r].y : u == 2 ? p4[r].z : p4[r].w;
+        ATTN_CUDA_UNROLL
+        for (int c = 0; c < Chunks; ++c) acc[r][c] = fmaf(pr, vd[c], acc[r][c]);
+      }
+    }
+  }
+}
+
 template <int Chunks, bool Causal>
-__global__ void __launch_bounds__(32 * f32_warps, 1)
-    flash_fp32_kernel(batched<const float> q, batched<const float> k, batched<const float> v,
-                      batched<float> o, float* lse, index_t lse_s0, index_t lse_s1, index_t lse_s2,
-                      index_t Tq, index_t Tk, int D, int Dv, float scale_log2) {
+__global__ void __launch_bounds__(32 * f32_warps, 1) flash_fp32_kernel(flash_params<float> f) {
   constexpr int width = 32 * Chunks;      // head dims padded with zeros
   constexpr int pitch = width + 4;        // q_s, v_s rows: 16-byte aligned
   constexpr int kt_pitch = f32_keys + 1;  // K^T rows: the transposing stores hit distinct banks
@@ -67,36 +78,41 @@ __global__ void __launch_bounds__(32 * f32_warps, 1)
   float* p_s = v_s + f32_keys * pitch;   // (warps, 8, BLK_K)
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const index_t b = blockIdx.z, h = blockIdx.y, q0 = index_t(blockIdx.x) * f32_rows;
-  const float* qp = q.at(b, h);
-  const float* kp = k.at(b, h);
-  const float* vp = v.at(b, h);
-  const index_t off = Tk - Tq;
+  const int D = f.D, Dv = f.Dv;
+  const float* qp = f.q.at(b, h);
+  const float* kp = f.k.at(b, h);
+  const float* vp = f.v.at(b, h);
+  mask_spec mask = f.mask;
+  mask.causal = Causal;
+  const visibility vis(mask, f.Tq, f.vis(b).kv_len);
+  const index_t q_end = q0 + f32_rows < f.Tq ? q0 + f32_rows : f.Tq;
+  const key_range span = vis.rows(q0, q_end), common = vis.common(q0, q_end);
   const int D4 = (D + 3) / 4 * 4;  // the score loop runs over 4 columns at a time
   for (int e = tid; e < f32_rows * D4; e += 32 * f32_warps) {
     const int r = e / D4, d = e % D4;
-    q_s[r * pitch + d] = q0 + r < Tq && d < D ? qp[(q0 + r) * q.rs + d * q.cs] : 0.0f;
+    q_s[r * pitch + d] = q0 + r < f.Tq && d < D ? qp[(q0 + r) * f.q.rs + d * f.q.cs] : 0.0f;
   }
   float m[8], l[8], acc[8][Chunks];
-  ATTN_UNROLL
+  ATTN_CUDA_UNROLL
   for (int r = 0; r < 8; ++r) {
     m[r] = neg_inf;
     l[r] = 0.0f;
-    ATTN_UNROLL
+    ATTN_CUDA_UNROLL
     for (int c = 0; c < Chunks; ++c) acc[r][c] = 0.0f;
   }
   const float* my_q = q_s + warp * 8 * pitch;
   float* my_p = p_s + warp * 8 * f32_keys;
-  const index_t tiles = key_tiles(Causal, q0, f32_rows, Tq, Tk, f32_keys);
-  for (index_t tile = 0; tile < tiles; ++tile) {
-    const index_t j0 = tile * f32_keys;
+  for (index_t j0 = span.begin; j0 < span.end; j0 += f32_keys) {
     __syncthreads();  // every warp is done with the previous K, V tiles
+    // Keys past the span are never read (a cache's unused tail may hold anything).
     for (int e = tid; e < f32_keys * D4; e += 32 * f32_warps) {
       const int j = e / D4, d = e % D4;
-      kt_s[d * kt_pitch + j] = j0 + j < Tk && d < D ? kp[(j0 + j) * k.rs + d * k.cs] : 0.0f;
+      kt_s[d * kt_pitch + j] =
+          j0 + j < span.end && d < D ? kp[(j0 + j) * f.k.rs + d * f.k.cs] : 0.0f;
     }
     for (int e = tid; e < f32_keys * width; e += 32 * f32_warps) {
       const int j = e / width, d = e % width;
-      v_s[j * pitch + d] = j0 + j < Tk && d < Dv ? vp[(j0 + j) * v.rs + d * v.cs] : 0.0f;
+      v_s[j * pitch + d] = j0 + j < span.end && d < Dv ? vp[(j0 + j) * f.v.rs + d * f.v.cs] : 0.0f;
     }
     __syncthreads();
     // s (8, BLK_K): lane = key; q rows as float4 broadcasts, K^T conflict-free.
@@ -104,67 +120,52 @@ __global__ void __launch_bounds__(32 * f32_warps, 1)
     for (int d = 0; d < D4; d += 4) {
       const float k0 = kt_s[d * kt_pitch + lane], k1 = kt_s[(d + 1) * kt_pitch + lane],
                   k2 = kt_s[(d + 2) * kt_pitch + lane], k3 = kt_s[(d + 3) * kt_pitch + lane];
-      ATTN_UNROLL
+      ATTN_CUDA_UNROLL
       for (int r = 0; r < 8; ++r) {
         const float4 qv = load4(my_q + r * pitch + d);
         s[r] = fmaf(qv.x, k0, fmaf(qv.y, k1, fmaf(qv.z, k2, fmaf(qv.w, k3, s[r]))));
       }
     }
-    const index_t j = j0 + lane;
-    const bool edge = j0 + f32_keys > Tk || (Causal && j0 + f32_keys - 1 > q0 + off);
-    ATTN_UNROLL
+    const bool edge = !(common.begin <= j0 && j0 + f32_keys <= common.end);
+    int lo[8], hi[8];  // tile-relative keys row r sees (edge tiles)
+    ATTN_CUDA_UNROLL
     for (int r = 0; r < 8; ++r) {
-      s[r] *= scale_log2;
-      if (edge) {
-        const index_t i = q0 + warp * 8 + r;
-        if (j >= Tk || (Causal && j > i + off)) s[r] = neg_inf;
-      }
+      const key_range keys = vis.row(q0 + warp * 8 + r);
+      lo[r] = int(keys.begin - j0 < 0          ? 0
+                  : keys.begin - j0 > f32_keys ? f32_keys
+                                               : keys.begin - j0);
+      hi[r] = int(keys.end - j0 < lo[r]      ? lo[r]
+                  : keys.end - j0 > f32_keys ? f32_keys
+                                             : keys.end - j0);
+      s[r] *= f.scale_log2;
+      if (edge && (lane < lo[r] || lane >= hi[r])) s[r] = neg_inf;
       const float m_new = fmaxf(m[r], warp_max(s[r]));
-      // A row that has seen no key yet keeps m = -inf: its p and alpha are 0 and 1.
-      const float m_use = m_new == neg_inf ? 0.0f : m_new;
-      const float alpha = exp2f(m[r] - m_use);
-      const float p = exp2f(s[r] - m_use);
+      // A row that has seen nothing finite yet exponentiates against 0: p = 0, alpha = 0 or 1.
+      const float alpha = exp2f(m[r] - max_used(m_new));
+      const float p = exp2f(s[r] - max_used(m_new));
       m[r] = m_new;
       l[r] = fmaf(l[r], alpha, p);
-      ATTN_UNROLL
+      ATTN_CUDA_UNROLL
       for (int c = 0; c < Chunks; ++c) acc[r][c] *= alpha;
       my_p[r * f32_keys + lane] = p;
     }
     __syncwarp();
-    // acc (8, width) += p (8, BLK_K) v (BLK_K, width): lane owns columns lane + 32 c; p read
-    // four keys at a time.
-    for (int jj = 0; jj < f32_keys; jj += 4) {
-      float4 p4[8];
-      ATTN_UNROLL
-      for (int r = 0; r < 8; ++r) p4[r] = load4(my_p + r * f32_keys + jj);
-      ATTN_UNROLL
-      for (int u = 0; u < 4; ++u) {
-        float vd[Chunks];
-        ATTN_UNROLL
-        for (int c = 0; c < Chunks; ++c) vd[c] = v_s[(jj + u) * pitch + lane + 32 * c];
-        ATTN_UNROLL
-        for (int r = 0; r < 8; ++r) {
-          const float pr = u == 0 ? p4[r].x : u == 1 ? p4[r].y : u == 2 ? p4[r].z : p4[r].w;
-          ATTN_UNROLL
-          for (int c = 0; c < Chunks; ++c) acc[r][c] = fmaf(pr, vd[c], acc[r][c]);
-        }
-      }
-    }
+    if (edge)
+      fp32_values<true>(acc, my_p, v_s, pitch, lane, lo, hi);
+    else
+      fp32_values<false>(acc, my_p, v_s, pitch, lane, lo, hi);
     __syncwarp();  // p_s is rewritten by the next tile
   }
-  float* op = o.at(b, h);
-  ATTN_UNROLL
+  float* op = f.o.at(b, h);
+  ATTN_CUDA_UNROLL
   for (int r = 0; r < 8; ++r) {
     const index_t i = q0 + warp * 8 + r;
-    const float sum = warp_sum(l[r]);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    if (i < Tq) {
-      ATTN_UNROLL
+    const softmax_end<float> end = finish_softmax_log2(!vis.row(i).empty(), m[r], warp_sum(l[r]));
+    if (i < f.Tq) {
+      ATTN_CUDA_UNROLL
       for (int c = 0; c < Chunks; ++c)
-        if (lane + 32 * c < Dv) op[i * o.rs + (lane + 32 * c) * o.cs] = acc[r][c] * inv;
-      if (lse != nullptr && lane == 0)
-        lse[b * lse_s0 + h * lse_s1 + i * lse_s2] =
-            sum > 0.0f ? (m[r] + log2f(sum)) * ln2 : neg_inf;
+        if (lane + 32 * c < Dv) op[i * f.o.rs + (lane + 32 * c) * f.o.cs] = acc[r][c] * end.scale;
+      if (f.lse != nullptr && lane == 0) *f.lse_at(b, h, i) = end.lse;
     }
   }
 }

@@ -22,7 +22,7 @@
 /// that cross it or the end of the keys are masked.
 
 #include "attn/backend/cuda/common.cuh"
-#include "attn/backend/cuda/flash_fp32.cuh"
+#include "attn/backend/cuda/flash_params.cuh"
 #include "attn/backend/cuda/ptx.cuh"
 
 namespace attn::cuda_detail {
@@ -73,12 +73,11 @@ __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
 }
 
 template <class T, int Dp, bool Causal>
-__global__ void __launch_bounds__(32 * mma_warps, 1)
-    flash_mma_kernel(batched<const T> q, batched<const T> k, batched<const T> v, batched<T> o,
-                     float* lse, index_t lse_s0, index_t lse_s1, index_t lse_s2, index_t Tq,
-                     index_t Tk, int D, int Dv, float scale_log2, bool vec_q, bool vec_kv) {
+__global__ void __launch_bounds__(32 * mma_warps, 1) flash_mma_kernel(flash_params<T> f) {
   static_assert(Dp % 16 == 0 && Dp <= 256, "the padded head dim is a multiple of 16, <= 256");
+  static_assert(mma_rows == 16 * mma_warps, "each warp owns 16 query rows of the tile");
   constexpr int BN = mma_keys(Dp), pitch = Dp + 8;
+  static_assert(BN % 16 == 0, "P V takes the keys 16 at a time");
   constexpr int n_tiles = BN / 8;  // 8-key accumulator tiles of S
   constexpr int d_tiles = Dp / 8;  // 8-column accumulator tiles of O
   ATTN_DYNAMIC_SHARED(T, smem);
@@ -87,41 +86,43 @@ __global__ void __launch_bounds__(32 * mma_warps, 1)
   const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   const index_t b = blockIdx.z, h = blockIdx.y, q0 = index_t(blockIdx.x) * mma_rows;
-  const T* kp = k.at(b, h);
-  const T* vp = v.at(b, h);
-  const index_t off = Tk - Tq;
-  const index_t tiles = key_tiles(Causal, q0, mma_rows, Tq, Tk, BN);
+  const T* kp = f.k.at(b, h);
+  const T* vp = f.v.at(b, h);
+  mask_spec mask = f.mask;
+  mask.causal = Causal;
+  const visibility vis(mask, f.Tq, f.vis(b).kv_len);
+  const index_t q_end = q0 + mma_rows < f.Tq ? q0 + mma_rows : f.Tq;
+  const key_range span = vis.rows(q0, q_end), common = vis.common(q0, q_end);
+  const index_t tiles = (span.size() + BN - 1) / BN;
+  // Keys past the span are zero-filled, never read (a cache's unused tail may hold anything).
+  const auto load_kv = [&](T* dst, index_t j0) {
+    load_tile<T, Dp>(dst, kp, f.k.rs, f.k.cs, j0, BN, span.end, f.D, f.vec_kv);
+    load_tile<T, Dp>(dst + BN * pitch, vp, f.v.rs, f.v.cs, j0, BN, span.end, f.Dv, f.vec_kv);
+  };
 
-  load_tile<T, Dp>(q_s, q.at(b, h), q.rs, q.cs, q0, mma_rows, Tq, D, vec_q);
-  if (tiles > 0) {
-    load_tile<T, Dp>(kv_s, kp, k.rs, k.cs, 0, BN, Tk, D, vec_kv);
-    load_tile<T, Dp>(kv_s + BN * pitch, vp, v.rs, v.cs, 0, BN, Tk, Dv, vec_kv);
-  }
+  load_tile<T, Dp>(q_s, f.q.at(b, h), f.q.rs, f.q.cs, q0, mma_rows, f.Tq, f.D, f.vec_q);
+  if (tiles > 0) load_kv(kv_s, span.begin);
   cp_async_commit();
 
   float acc[d_tiles][4] = {};
   float m[2] = {neg_inf, neg_inf}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
   const T* my_q = q_s + (warp * 16) * pitch;
   for (index_t tile = 0; tile < tiles; ++tile) {
-    const index_t j0 = tile * BN;
+    const index_t j0 = span.begin + tile * BN;
     T* k_s = kv_s + (tile % 2) * 2 * BN * pitch;
     T* v_s = k_s + BN * pitch;
     cp_async_wait<0>();
     __syncthreads();  // this tile is in; every warp is done with the other stage
-    if (tile + 1 < tiles) {
-      T* next = kv_s + ((tile + 1) % 2) * 2 * BN * pitch;
-      load_tile<T, Dp>(next, kp, k.rs, k.cs, j0 + BN, BN, Tk, D, vec_kv);
-      load_tile<T, Dp>(next + BN * pitch, vp, v.rs, v.cs, j0 + BN, BN, Tk, Dv, vec_kv);
-    }
+    if (tile + 1 < tiles) load_kv(kv_s + ((tile + 1) % 2) * 2 * BN * pitch, j0 + BN);
     cp_async_commit();
 
     // S (16, BN) = Q (16, Dp) K^T (Dp, BN)
     float s[n_tiles][4] = {};
-    ATTN_UNROLL
+    ATTN_CUDA_UNROLL
     for (int kk = 0; kk < Dp / 16; ++kk) {
       std::uint32_t a[4];
       ldmatrix_x4(a, my_q + (lane % 8 + ((lane / 8) % 2) * 8) * pitch + kk * 16 + (lane / 16) * 8);
-      ATTN_UNROLL
+      ATTN_CUDA_UNROLL
       for (int nt = 0; nt < n_tiles; nt += 2) {
         std::uint32_t bk[4];
         ldmatrix_x4(
@@ -133,47 +134,47 @@ __global__ void __launch_bounds__(32 * mma_warps, 1)
     }
 
     // Online softmax in log2 units; masking only on tiles that need it.
-    const bool edge = j0 + BN > Tk || (Causal && j0 + BN - 1 > q0 + off);
+    const bool edge = !(common.begin <= j0 && j0 + BN <= common.end);
     float tile_max[2] = {neg_inf, neg_inf};
-    ATTN_UNROLL
-    for (int nt = 0; nt < n_tiles; ++nt) ATTN_UNROLL
+    ATTN_CUDA_UNROLL
+    for (int nt = 0; nt < n_tiles; ++nt) ATTN_CUDA_UNROLL
     for (int e = 0; e < 4; ++e) {
-      float x = s[nt][e] * scale_log2;
+      float x = s[nt][e] * f.scale_log2;
       if (edge) {
         const index_t i = q0 + warp * 16 + g + (e / 2) * 8, j = j0 + nt * 8 + 2 * t + e % 2;
-        if (j >= Tk || (Causal && j > i + off)) x = neg_inf;
+        if (!vis.visible(i, j)) x = neg_inf;
       }
       s[nt][e] = x;
       tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
     }
     float alpha[2], m_use[2];
-    ATTN_UNROLL
+    ATTN_CUDA_UNROLL
     for (int r = 0; r < 2; ++r) {
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
       const float m_new = fmaxf(m[r], tile_max[r]);
-      m_use[r] = m_new == neg_inf ? 0.0f : m_new;  // no key seen yet: p = 0, alpha = 1
+      m_use[r] = max_used(m_new);  // nothing finite seen yet: p = 0
       alpha[r] = ex2_approx(m[r] - m_use[r]);
       m[r] = m_new;
       l[r] *= alpha[r];
     }
-    ATTN_UNROLL
-    for (int dt = 0; dt < d_tiles; ++dt) ATTN_UNROLL
+    ATTN_CUDA_UNROLL
+    for (int dt = 0; dt < d_tiles; ++dt) ATTN_CUDA_UNROLL
     for (int e = 0; e < 4; ++e) acc[dt][e] *= alpha[e / 2];
-    ATTN_UNROLL
-    for (int nt = 0; nt < n_tiles; ++nt) ATTN_UNROLL
+    ATTN_CUDA_UNROLL
+    for (int nt = 0; nt < n_tiles; ++nt) ATTN_CUDA_UNROLL
     for (int e = 0; e < 4; ++e) {
       s[nt][e] = ex2_approx(s[nt][e] - m_use[e / 2]);
       l[e / 2] += s[nt][e];
     }
 
     // O (16, Dp) += P (16, BN) V (BN, Dp), P straight from the S accumulators.
-    ATTN_UNROLL
+    ATTN_CUDA_UNROLL
     for (int kk = 0; kk < BN / 16; ++kk) {
       const std::uint32_t a[4] = {
           pack<T>(s[2 * kk][0], s[2 * kk][1]), pack<T>(s[2 * kk][2], s[2 * kk][3]),
           pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      ATTN_UNROLL
+      ATTN_CUDA_UNROLL
       for (int dt = 0; dt < d_tiles; dt += 2) {
         std::uint32_t bv[4];
         ldmatrix_x4_trans(
@@ -186,28 +187,22 @@ __global__ void __launch_bounds__(32 * mma_warps, 1)
   }
   cp_async_wait<0>();
 
-  // Normalise once; a row that saw no key (l = 0) gives zeros and lse = -inf.
-  float inv[2];
-  ATTN_UNROLL
+  // Normalise once; a row that sees no key gives zeros and lse = -inf (finish_softmax).
+  T* op = f.o.at(b, h);
+  ATTN_CUDA_UNROLL
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    inv[r] = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-  }
-  T* op = o.at(b, h);
-  ATTN_UNROLL
-  for (int r = 0; r < 2; ++r) {
     const index_t i = q0 + warp * 16 + g + r * 8;
-    if (i >= Tq) continue;
-    ATTN_UNROLL
-    for (int dt = 0; dt < d_tiles; ++dt) ATTN_UNROLL
+    const softmax_end<float> end = finish_softmax_log2(!vis.row(i).empty(), m[r], l[r]);
+    if (i >= f.Tq) continue;
+    ATTN_CUDA_UNROLL
+    for (int dt = 0; dt < d_tiles; ++dt) ATTN_CUDA_UNROLL
     for (int e = 0; e < 2; ++e) {
       const int d = dt * 8 + 2 * t + e;
-      if (d < Dv) op[i * o.rs + d * o.cs] = from_float<T>(acc[dt][r * 2 + e] * inv[r]);
+      if (d < f.Dv) op[i * f.o.rs + d * f.o.cs] = from_float<T>(acc[dt][r * 2 + e] * end.scale);
     }
-    if (lse != nullptr && t == 0)
-      lse[b * lse_s0 + h * lse_s1 + i * lse_s2] =
-          l[r] > 0.0f ? (m[r] + log2f(l[r])) * ln2 : neg_inf;
+    if (f.lse != nullptr && t == 0) *f.lse_at(b, h, i) = end.lse;
   }
 }
 

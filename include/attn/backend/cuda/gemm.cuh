@@ -16,10 +16,18 @@ namespace attn::cuda_detail {
 
 inline constexpr int gemm_tile = 64, gemm_k = 16, gemm_threads = 256;
 
+/// An optional bias of a GEMM's columns: p[n * stride], or none when p is null.
+template <class T>
+struct bias_view {
+  const T* p = nullptr;
+  index_t stride = 0;
+};
+
 template <class T>
 __global__ void __launch_bounds__(gemm_threads)
-    gemm_kernel(batched<const T> a, batched<const T> b, batched<T> c, const T* bias, int z1s,
+    gemm_kernel(batched<const T> a, batched<const T> b, batched<T> c, bias_view<T> bias, int z1s,
                 index_t M, index_t N, index_t K, float alpha) {
+  static_assert(gemm_threads == (gemm_tile / 4) * (gemm_tile / 4), "a 4 x 4 tile per thread");
   __shared__ float a_s[gemm_k][gemm_tile + 4];  // (BLK_K, BLK_M): a transposed
   __shared__ float b_s[gemm_k][gemm_tile + 4];  // (BLK_K, BLK_N)
   const int tid = static_cast<int>(threadIdx.x);
@@ -40,34 +48,34 @@ __global__ void __launch_bounds__(gemm_threads)
       b_s[kb][nb] = kb_g < K && n < N ? to_float(pb[kb_g * b.rs + n * b.cs]) : 0.0f;
     }
     __syncthreads();
-    ATTN_UNROLL
+    ATTN_CUDA_UNROLL
     for (int kk = 0; kk < gemm_k; ++kk) {
       float av[4], bv[4];
-      ATTN_UNROLL
+      ATTN_CUDA_UNROLL
       for (int i = 0; i < 4; ++i) av[i] = a_s[kk][tm + 16 * i];
-      ATTN_UNROLL
+      ATTN_CUDA_UNROLL
       for (int j = 0; j < 4; ++j) bv[j] = b_s[kk][tn + 16 * j];
-      ATTN_UNROLL
-      for (int i = 0; i < 4; ++i) ATTN_UNROLL
+      ATTN_CUDA_UNROLL
+      for (int i = 0; i < 4; ++i) ATTN_CUDA_UNROLL
       for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
     __syncthreads();
   }
   T* pc = c.at(z0, z1);
-  ATTN_UNROLL
-  for (int i = 0; i < 4; ++i) ATTN_UNROLL
+  ATTN_CUDA_UNROLL
+  for (int i = 0; i < 4; ++i) ATTN_CUDA_UNROLL
   for (int j = 0; j < 4; ++j) {
     const index_t m = m0 + tm + 16 * i, n = n0 + tn + 16 * j;
     if (m < M && n < N)
-      pc[m * c.rs + n * c.cs] =
-          from_float<T>(alpha * acc[i][j] + (bias != nullptr ? to_float(bias[n]) : 0.0f));
+      pc[m * c.rs + n * c.cs] = from_float<T>(
+          alpha * acc[i][j] + (bias.p != nullptr ? to_float(bias.p[n * bias.stride]) : 0.0f));
   }
 }
 
 /// Launches gemm_kernel over z0 in [0, Z0), z1 in [0, Z1) on `stream`. \throws backend_error.
 template <class T>
-void gemm(cudaStream_t stream, batched<const T> a, batched<const T> b, batched<T> c, const T* bias,
-          index_t Z0, index_t Z1, index_t M, index_t N, index_t K, float alpha) {
+void gemm(cudaStream_t stream, batched<const T> a, batched<const T> b, batched<T> c,
+          bias_view<T> bias, index_t Z0, index_t Z1, index_t M, index_t N, index_t K, float alpha) {
   if (Z0 * Z1 == 0 || M == 0 || N == 0) return;
   if (Z0 * Z1 > 65535 || blocks_for(M, gemm_tile) > 65535)
     throw backend_error("attn: CUDA GEMM batch (" + std::to_string(Z0 * Z1) + ") or rows (" +

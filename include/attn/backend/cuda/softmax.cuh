@@ -1,12 +1,14 @@
 #pragma once
 /// \file
-/// causal_mask and softmax_rows on a [B, H, Tq, Tk] score view, one warp per row.
+/// The mask and softmax stages on a [B, H, Tq, Tk] score view, one warp per row.
 ///
-/// CPU reference: attn/backend/reference/backend.hpp (causal_mask, softmax_rows). Softmax is
-/// stable (the row maximum is subtracted, exponentials in exp2 with log2(e) folded in) and an
-/// all -inf row becomes zeros. Warp reductions with shuffles; no shared memory.
+/// CPU reference: attn/backend/reference/backend.hpp (mask_args, softmax_args). The mask hides
+/// what attn/core/visibility.hpp hides. Softmax is stable (the row maximum is subtracted,
+/// exponentials in exp2 with log2(e) folded in); an all -inf row becomes zeros and a NaN makes
+/// its row NaN. Warp reductions with shuffles; no shared memory.
 
 #include "attn/backend/cuda/common.cuh"
+#include "attn/core/visibility.hpp"
 
 namespace attn::cuda_detail {
 
@@ -21,30 +23,35 @@ __device__ __forceinline__ T* row_pointer(const batched<T>& s, index_t r, index_
 
 template <class T>
 __global__ void __launch_bounds__(32 * row_warps)
-    causal_mask_kernel(batched<T> s, index_t H, index_t Tq, index_t Tk, index_t rows) {
+    mask_kernel(batched<T> s, index_t H, index_t Tq, index_t Tk, index_t rows, mask_spec mask) {
   const index_t r = index_t(blockIdx.x) * row_warps + threadIdx.x / 32;
   if (r >= rows) return;
   T* row = row_pointer(s, r, H, Tq);
-  const index_t first = (r % Tq) + (Tk - Tq) + 1;  // the first hidden key
-  for (index_t j = (first > 0 ? first : 0) + threadIdx.x % 32; j < Tk; j += 32)
-    row[j * s.cs] = from_float<T>(neg_inf);
+  const key_range keys = visibility(mask, Tq, Tk).row(r % Tq);
+  for (index_t j = threadIdx.x % 32; j < Tk; j += 32)
+    if (j < keys.begin || j >= keys.end) row[j * s.cs] = from_float<T>(neg_inf);
 }
 
 template <class T>
 __global__ void __launch_bounds__(32 * row_warps)
-    softmax_kernel(batched<T> s, index_t H, index_t Tq, index_t Tk, index_t rows) {
+    softmax_kernel(batched<T> s, index_t H, index_t Tq, index_t Tk, index_t rows, mask_spec) {
   const index_t r = index_t(blockIdx.x) * row_warps + threadIdx.x / 32;
   if (r >= rows) return;
   T* row = row_pointer(s, r, H, Tq);
   const int lane = static_cast<int>(threadIdx.x % 32);
   float m = neg_inf;
-  for (index_t j = lane; j < Tk; j += 32) m = fmaxf(m, to_float(row[j * s.cs]));
+  bool any = false;  // an entry that is not -inf (NaN included)
+  for (index_t j = lane; j < Tk; j += 32) {
+    const float x = to_float(row[j * s.cs]);
+    m = fmaxf(m, x);
+    any = any || x != neg_inf;
+  }
   m = warp_max(m);
-  if (m == neg_inf) {  // every key hidden: zeros, never NaN
+  if (!__any_sync(0xffffffffu, any)) {  // every key hidden: zeros, never NaN
     for (index_t j = lane; j < Tk; j += 32) row[j * s.cs] = from_float<T>(0.0f);
     return;
   }
-  const float m2 = m * log2e;
+  const float m2 = max_used(m) * log2e;  // fmaxf skips NaN; exp2(NaN) brings it back
   float sum = 0.0f;
   for (index_t j = lane; j < Tk; j += 32) sum += exp2f(fmaf(to_float(row[j * s.cs]), log2e, -m2));
   const float inv = 1.0f / warp_sum(sum);
@@ -54,14 +61,15 @@ __global__ void __launch_bounds__(32 * row_warps)
 
 /// Launches `kernel` with one warp per row of s [B, H, Tq, Tk]. \throws backend_error.
 template <class T>
-void row_launch(void (*kernel)(batched<T>, index_t, index_t, index_t, index_t), cudaStream_t stream,
-                const tensor_view<T, 4, device_space>& s) {
+void row_launch(void (*kernel)(batched<T>, index_t, index_t, index_t, index_t, mask_spec),
+                cudaStream_t stream, const tensor_view<T, 4, device_space>& s,
+                const mask_spec& mask) {
   const index_t rows = s.extent(0) * s.extent(1) * s.extent(2);
   if (rows == 0 || s.extent(3) == 0) return;
   if (blocks_for(rows, row_warps) > 0x7fffffff)
     throw backend_error("attn: CUDA row kernel: too many rows (" + std::to_string(rows) + ")");
   ATTN_CUDA_LAUNCH(kernel, dim3(blocks_for(rows, row_warps)), dim3(32 * row_warps), 0, stream,
-                   as_batched<T>(s), s.extent(1), s.extent(2), s.extent(3), rows);
+                   as_batched<T>(s), s.extent(1), s.extent(2), s.extent(3), rows, mask);
 }
 
 }  // namespace attn::cuda_detail

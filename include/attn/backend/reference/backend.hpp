@@ -6,12 +6,18 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <span>
 #include <vector>
 
 #include "attn/core/numeric.hpp"
 #include "attn/core/policy.hpp"
 #include "attn/core/tensor_view.hpp"
+#include "attn/core/visibility.hpp"
+#include "attn/ops/attention.hpp"
+#include "attn/ops/mask.hpp"
+#include "attn/ops/projection.hpp"
+#include "attn/ops/scores.hpp"
+#include "attn/ops/softmax.hpp"
+#include "attn/ops/weighted_values.hpp"
 
 namespace attn {
 
@@ -19,91 +25,100 @@ template <>
 struct backend<reference_policy> {
   static constexpr double inf = std::numeric_limits<double>::infinity();
 
+  /// y[n] = x w[n] + bias[n].
   template <class T>
-  static void project(const reference_policy&, input_view<T, 3> x, input_view<T, 2> w,
-                      std::span<const T> bias, tensor_view<T, 3> y) {
-    if (y.empty()) return;
-    std::vector<double> acc(static_cast<std::size_t>(w.extent(1)));
-    for (index_t b = 0; b < x.extent(0); ++b)
-      for (index_t t = 0; t < x.extent(1); ++t) {
-        for (index_t e = 0; e < w.extent(1); ++e) acc[e] = bias.empty() ? 0.0 : double(bias[e]);
-        for (index_t c = 0; c < x.extent(2); ++c) {
-          const double xc = x(b, t, c);
-          const T* w_row = &w(c, 0);  // row c of w: elements w_row[e * w.stride(1)]
-          for (index_t e = 0; e < w.extent(1); ++e) acc[e] += xc * double(w_row[e * w.stride(1)]);
+  static void run(const reference_policy&, const projection_args<T>& a) {
+    for (int n = 0; n < a.count; ++n) {
+      const auto& w = a.w[n];
+      const auto& y = a.y[n];
+      const auto& bias = a.bias[n];
+      std::vector<double> acc(static_cast<std::size_t>(w.extent(1)));
+      for (index_t b = 0; b < y.extent(0); ++b)
+        for (index_t t = 0; t < y.extent(1); ++t) {
+          for (index_t e = 0; e < w.extent(1); ++e) acc[e] = bias.empty() ? 0.0 : double(bias(e));
+          for (index_t c = 0; c < w.extent(0); ++c) {
+            const double xc = a.x(b, t, c);
+            const T* w_row = &w(c, 0);  // elements w_row[e * w.stride(1)]
+            for (index_t e = 0; e < w.extent(1); ++e) acc[e] += xc * double(w_row[e * w.stride(1)]);
+          }
+          for (index_t e = 0; e < w.extent(1); ++e) y(b, t, e) = T(acc[e]);
         }
-        for (index_t e = 0; e < w.extent(1); ++e) y(b, t, e) = T(acc[e]);
+    }
+  }
+
+  /// s = scale * q k^T.
+  template <class T>
+  static void run(const reference_policy&, const scores_args<T>& a) {
+    for_rows(a.s, [&](index_t b, index_t h, index_t i) {
+      for (index_t j = 0; j < a.k.extent(2); ++j)
+        a.s(b, h, i, j) = T(a.scale * dot(a.q, a.k, b, h, a.shape.kv_head(h), i, j));
+    });
+  }
+
+  /// -inf where the mask hides a key.
+  template <class T>
+  static void run(const reference_policy&, const mask_args<T>& a) {
+    const visibility vis(a.mask, a.s.extent(2), a.s.extent(3));
+    for_rows(a.s, [&](index_t b, index_t h, index_t i) {
+      for (index_t j = 0; j < a.s.extent(3); ++j)
+        if (!vis.visible(i, j)) a.s(b, h, i, j) = -std::numeric_limits<T>::infinity();
+    });
+  }
+
+  /// Row softmax; -inf entries become 0 and a row of only -inf becomes zeros.
+  template <class T>
+  static void run(const reference_policy&, const softmax_args<T>& a) {
+    std::vector<double> row(static_cast<std::size_t>(a.s.extent(3)));
+    for_rows(a.s, [&](index_t b, index_t h, index_t i) {
+      bool any = false;
+      for (index_t j = 0; j < a.s.extent(3); ++j) {
+        row[j] = a.s(b, h, i, j);
+        any = any || row[j] != -inf;
       }
-  }
-
-  template <class T>
-  static void project_qkv(const reference_policy& p, input_view<T, 3> x, input_view<T, 2> w_q,
-                          input_view<T, 2> w_k, input_view<T, 2> w_v, std::span<const T> b_q,
-                          std::span<const T> b_k, std::span<const T> b_v, tensor_view<T, 3> q,
-                          tensor_view<T, 3> k, tensor_view<T, 3> v) {
-    project(p, x, w_q, b_q, q);
-    project(p, x, w_k, b_k, k);
-    project(p, x, w_v, b_v, v);
-  }
-
-  template <class T>
-  static void scaled_scores(const reference_policy&, input_view<T, 4> q, input_view<T, 4> k,
-                            tensor_view<T, 4> s, double scale) {
-    for_rows(s, [&](index_t b, index_t h, index_t i) {
-      for (index_t j = 0; j < k.extent(2); ++j) s(b, h, i, j) = T(scale * dot(q, k, b, h, i, j));
+      softmax(row, any);
+      for (index_t j = 0; j < a.s.extent(3); ++j) a.s(b, h, i, j) = T(any ? row[j] : 0.0);
     });
   }
 
+  /// o = p v.
   template <class T>
-  static void causal_mask(const reference_policy&, tensor_view<T, 4> s) {
-    const index_t offset = s.extent(3) - s.extent(2);
-    for_rows(s, [&](index_t b, index_t h, index_t i) {
-      for (index_t j = std::max<index_t>(0, i + offset + 1); j < s.extent(3); ++j)
-        s(b, h, i, j) = -std::numeric_limits<T>::infinity();
+  static void run(const reference_policy&, const weighted_values_args<T>& a) {
+    std::vector<double> acc(static_cast<std::size_t>(a.o.extent(3)));
+    for_rows(a.o, [&](index_t b, index_t h, index_t i) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (index_t j = 0; j < a.v.extent(2); ++j)
+        add_row(acc, double(a.p(b, h, i, j)), a.v, b, a.shape.kv_head(h), j);
+      for (index_t d = 0; d < a.o.extent(3); ++d) a.o(b, h, i, d) = T(acc[d]);
     });
   }
 
+  /// One query row at a time, over the keys it sees only: scores in double, softmax, weighted
+  /// sum. Needs O(Tk) memory, never [Tq, Tk].
   template <class T>
-  static void softmax_rows(const reference_policy&, tensor_view<T, 4> s) {
-    std::vector<double> row(static_cast<std::size_t>(s.extent(3)));
-    for_rows(s, [&](index_t b, index_t h, index_t i) {
-      for (index_t j = 0; j < s.extent(3); ++j) row[j] = s(b, h, i, j);
-      softmax(row);
-      for (index_t j = 0; j < s.extent(3); ++j) s(b, h, i, j) = T(row[j]);
-    });
-  }
-
-  template <class T>
-  static void weighted_values(const reference_policy&, input_view<T, 4> p, input_view<T, 4> v,
-                              tensor_view<T, 4> o) {
-    std::vector<double> acc(static_cast<std::size_t>(o.extent(3)));
-    for_rows(o, [&](index_t b, index_t h, index_t i) {
-      weighted_sum(
-          v, b, h, [&](index_t j) { return double(p(b, h, i, j)); }, acc);
-      for (index_t d = 0; d < o.extent(3); ++d) o(b, h, i, d) = T(acc[d]);
-    });
-  }
-
-  /// One query row at a time: scores in double, mask, softmax, weighted sum. Needs O(Tk)
-  /// memory, never [Tq, Tk].
-  template <class T>
-  static void attention(const reference_policy&, input_view<T, 4> q, input_view<T, 4> k,
-                        input_view<T, 4> v, tensor_view<T, 4> o, tensor_view<accum_t<T>, 3> lse,
-                        bool causal, double scale) {
-    const index_t Tk = k.extent(2), offset = Tk - q.extent(2);
-    std::vector<double> row(static_cast<std::size_t>(Tk)), acc(std::size_t(o.extent(3)));
-    for_rows(o, [&](index_t b, index_t h, index_t i) {
-      for (index_t j = 0; j < Tk; ++j)
-        row[j] = (causal && j > i + offset) ? -inf : scale * dot(q, k, b, h, i, j);
-      const double log_sum = softmax(row);
-      weighted_sum(
-          v, b, h, [&](index_t j) { return row[j]; }, acc);
-      for (index_t d = 0; d < o.extent(3); ++d) o(b, h, i, d) = T(acc[d]);
-      if (lse.data() != nullptr) lse(b, h, i) = accum_t<T>(log_sum);
+  static void run(const reference_policy&, const attention_args<T>& a) {
+    std::vector<double> row, acc(static_cast<std::size_t>(a.o.extent(3)));
+    for_rows(a.o, [&](index_t b, index_t h, index_t i) {
+      const index_t hk = a.shape.kv_head(h);
+      const key_range keys = visibility(a.mask, a.shape.q_len, kv_length(a, b)).row(i);
+      row.resize(static_cast<std::size_t>(keys.size()));
+      for (index_t j = keys.begin; j < keys.end; ++j)
+        row[j - keys.begin] = a.scale * dot(a.q, a.k, b, h, hk, i, j);
+      const double lse = softmax(row, !keys.empty());
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (index_t j = keys.begin; j < keys.end; ++j)
+        add_row(acc, row[j - keys.begin], a.v, b, hk, j);
+      for (index_t d = 0; d < a.o.extent(3); ++d) a.o(b, h, i, d) = T(acc[d]);
+      if (a.lse.data() != nullptr) a.lse(b, h, i) = accum_t<T>(lse);
     });
   }
 
  private:
+  /// Keys of batch row b: its length when lengths are given, else Tk.
+  template <class Args>
+  static index_t kv_length(const Args& a, index_t b) {
+    return a.kv_lengths.empty() ? a.shape.kv_len : index_t(a.kv_lengths(b));
+  }
+
   /// Calls f(b, h, i) for every row of a [B, H, T, *] view.
   template <class View, class F>
   static void for_rows(const View& s, F&& f) {
@@ -112,42 +127,38 @@ struct backend<reference_policy> {
         for (index_t i = 0; i < s.extent(2); ++i) f(b, h, i);
   }
 
+  /// q[b, h, i, :] . k[b, hk, j, :]
   template <class T>
   static double dot(tensor_view<const T, 4> q, tensor_view<const T, 4> k, index_t b, index_t h,
-                    index_t i, index_t j) {
-    const T* qi = &q(b, h, i, 0);
-    const T* kj = &k(b, h, j, 0);
+                    index_t hk, index_t i, index_t j) {
+    const T* qi = &q(b, h, i, 0);  // row pointers: far less index math under the sanitizers
+    const T* kj = &k(b, hk, j, 0);
     double acc = 0;
     for (index_t d = 0; d < q.extent(3); ++d)
       acc += double(qi[d * q.stride(3)]) * double(kj[d * k.stride(3)]);
     return acc;
   }
 
-  /// acc[d] = sum_j weight(j) * v[b, h, j, d].
-  template <class T, class W>
-  static void weighted_sum(tensor_view<const T, 4> v, index_t b, index_t h, W&& weight,
-                           std::vector<double>& acc) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    if (acc.empty()) return;
-    for (index_t j = 0; j < v.extent(2); ++j) {
-      const double wj = weight(j);
-      const T* vj = &v(b, h, j, 0);
-      for (index_t d = 0; d < v.extent(3); ++d) acc[d] += wj * double(vj[d * v.stride(3)]);
-    }
+  /// acc += weight * v[b, hk, j, :]
+  template <class T>
+  static void add_row(std::vector<double>& acc, double weight, tensor_view<const T, 4> v, index_t b,
+                      index_t hk, index_t j) {
+    if (v.extent(3) == 0) return;
+    const T* vj = &v(b, hk, j, 0);
+    for (index_t d = 0; d < v.extent(3); ++d) acc[d] += weight * double(vj[d * v.stride(3)]);
   }
 
-  /// Stable softmax of `row` in place; returns the log-sum-exp. All -inf gives zeros, -inf.
-  static double softmax(std::vector<double>& row) {
+  /// Stable softmax of `row` in place; returns the log-sum-exp. The rule of
+  /// attn/core/visibility.hpp's finish_softmax: no key gives -inf (and zeros), a NaN score
+  /// gives NaN, all -inf scores give 0 / 0 = NaN probabilities with lse -inf.
+  static double softmax(std::vector<double>& row, bool sees_a_key) {
     double m = -inf;
     for (double x : row) m = std::max(m, x);
-    if (m == -inf) {
-      std::fill(row.begin(), row.end(), 0.0);
-      return -inf;
-    }
     double sum = 0;
-    for (double& x : row) sum += (x = std::exp(x - m));
-    for (double& x : row) x /= sum;
-    return m + std::log(sum);
+    for (double& x : row) sum += (x = std::exp(x - max_used(m)));
+    const softmax_end<double> end = finish_softmax(sees_a_key, m, sum);
+    for (double& x : row) x *= end.scale;
+    return end.lse;
   }
 };
 

@@ -10,56 +10,79 @@
 // with BQ = vec::nq * vec::lanes queries per item. Both products are register-blocked
 // R rows x nq vectors (R <= vec::rk): one broadcast scalar feeds up to nq FMAs.
 //
-// Causal blocks: lim[n] is how many keys of the block query vector n can see at all. Keys at
-// or past lim[n] are never computed, exponentiated or accumulated for vector n, so a block
-// that the diagonal crosses costs about half a full one.
+// Visibility (attn/core/visibility.hpp) per key block: in a block every row sees entirely (the
+// common case) nothing is masked. In an edge block, lane i of vector n sees the block's keys
+// [lo_i, hi_i); lim[n] (the last lane's hi) bounds what vector n computes at all, full[n]
+// (the first lane's hi) what all its lanes see. Keys at or past lim[n] are never computed,
+// exponentiated or accumulated for vector n, so a block that the causal diagonal crosses costs
+// about half a full one; keys some lanes of a vector do not see are masked to -inf in the
+// scores and left out of the P V sums by masked FMAs, so a NaN or Inf stored at a hidden key or
+// value never reaches a row (0 x NaN would).
+//
+// Sums over long key ranges are hierarchical: each key block's P V and row sums start from
+// zero and are added into the running ot and l with a compensated (Kahan) addition, so 2^26
+// keys sum as accurately as 128.
 
 using reg = typename vec::reg;
+using mask = typename vec::mask;
 inline constexpr int nq = vec::nq, lanes = vec::lanes;
-inline constexpr index_t bq = index_t(nq) * lanes;
+inline constexpr index_t bq = index_t(nq) * lanes, bk = vec::bk;
 
-/// Per-item scratch, 64-byte aligned.
+/// Per-item scratch, 64-byte aligned segments of one buffer of flash_scratch_floats(bq, bk, D,
+/// Dv) floats.
 struct flash_scratch {
-  static constexpr index_t bq = ::attn::cpu_detail::ATTN_SIMD_NS::bq;
   float* qt;     // (D, BQ)
   float* st;     // (BK, BQ)
-  float* ot;     // (Dv, BQ)
+  float* ot;     // (Dv, BQ) running output, and its compensation
+  float* ot_lo;  // (Dv, BQ)
   float* m;      // (BQ) running max, log2 units
-  float* l;      // (BQ) running sum
-  float* alpha;  // (BQ) rescale of the current key block
+  float* l;      // (BQ) running sum, and its compensation
+  float* l_lo;   // (BQ)
+  float* alpha;  // (BQ) rescale of the current key block; 1 / sum at the end
+  float* lo;     // (BQ) first key of the block each lane sees (block-relative)
+  float* hi;     // (BQ) one past its last
+  float* end;    // (BQ) scratch for the finish
   float* kv;     // (BK, D + Dv) K and V blocks, packed when their rows are not dense
+
+  ATTN_SIMD_INLINE flash_scratch(float* p, index_t D, index_t Dv) {
+    float** segments[] = {&qt, &st, &ot, &ot_lo};
+    const index_t sizes[] = {D * bq, bk * bq, Dv * bq, Dv * bq};
+    for (int s = 0; s < 4; ++s) *segments[s] = p, p += sizes[s];
+    for (float** v : {&m, &l, &l_lo, &alpha, &lo, &hi, &end}) *v = p, p += bq;
+    kv = p;
+  }
 };
 
 /// st[r] = sum_d krow[r][d] * qt[d] for R key rows, query vectors N0..nq-1.
 template <int R, int N0>
 ATTN_SIMD_INLINE void score_rows(const float* const* krow, index_t D, const float* qt, float* st) {
   reg acc[R][nq];
-  ATTN_UNROLL
+  ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
-    ATTN_UNROLL
+    ATTN_SIMD_UNROLL
     for (int n = N0; n < nq; ++n) acc[r][n] = vec::zero();
   }
   for (index_t d = 0; d < D; ++d) {
     reg q[nq];
-    ATTN_UNROLL
+    ATTN_SIMD_UNROLL
     for (int n = N0; n < nq; ++n) q[n] = vec::load(qt + d * bq + n * lanes);
-    ATTN_UNROLL
+    ATTN_SIMD_UNROLL
     for (int r = 0; r < R; ++r) {
       const reg kb = vec::set1(krow[r][d]);
-      ATTN_UNROLL
+      ATTN_SIMD_UNROLL
       for (int n = N0; n < nq; ++n) acc[r][n] = vec::fmadd(kb, q[n], acc[r][n]);
     }
   }
-  ATTN_UNROLL
+  ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
-    ATTN_UNROLL
+    ATTN_SIMD_UNROLL
     for (int n = N0; n < nq; ++n) vec::store(st + r * bq + n * lanes, acc[r][n]);
   }
 }
 
 /// Calls f.template operator()<N0>(begin, end) for each run of keys [begin, end) of a block
 /// that exactly the query vectors N0..nq-1 see: vector n sees keys [0, lim[n]), and lim is
-/// nondecreasing in n (all equal without a causal mask).
+/// nondecreasing in n.
 template <class F>
 ATTN_SIMD_INLINE void by_visibility(const index_t* lim, F&& f) {
   index_t j = 0;
@@ -69,38 +92,80 @@ ATTN_SIMD_INLINE void by_visibility(const index_t* lim, F&& f) {
   (std::make_integer_sequence<int, nq>{});
 }
 
-/// ot[r] = alpha * ot[r] + sum_j v[j][r] * st[j] for R value columns, where key j feeds only
-/// the query vectors n with j < lim[n] (alpha == nullptr: 1 in every lane).
-template <int R>
-ATTN_SIMD_INLINE void value_rows(const float* v, index_t vs, const index_t* lim, const float* st,
-                                 const float* alpha, float* ot) {
-  reg acc[R][nq];
-  ATTN_UNROLL
-  for (int n = 0; n < nq; ++n) {
-    ATTN_UNROLL
-    for (int r = 0; r < R; ++r) {
-      acc[r][n] = vec::load(ot + r * bq + n * lanes);
-      if (alpha != nullptr) acc[r][n] = vec::mul(vec::load(alpha + n * lanes), acc[r][n]);
-    }
+/// The visibility of one key block for the vectors of an item (see the file comment).
+struct block_view {
+  index_t lim[nq], full[nq];  // full[n] <= lim[n], both nondecreasing in n
+  bool edge;                  // some lane does not see some key [0, lim)
+  bool lower;                 // some lane does not see the block's first keys
+  reg lo[nq], hi[nq];         // per lane, block-relative (edge blocks only)
+};
+
+/// Masked P V for the keys [begin, end) of vector n only: key j feeds lane i iff lo_i <= j < hi_i.
+template <int R, int N>
+ATTN_SIMD_INLINE void value_masked(const float* v, index_t vs, const block_view& bv, index_t begin,
+                                   index_t end, const float* st, reg (&acc)[R][nq]) {
+  for (index_t j = begin; j < end; ++j) {
+    const mask vis = vec::between(float(j), bv.lo[N], bv.hi[N]);
+    const reg p = vec::load(st + j * bq + N * lanes);
+    const float* vj = v + j * vs;
+    ATTN_SIMD_UNROLL
+    for (int r = 0; r < R; ++r) acc[r][N] = vec::fmadd_where(vis, vec::set1(vj[r]), p, acc[r][N]);
   }
-  by_visibility(lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
-    for (index_t j = begin; j < end; ++j) {
-      reg p[nq];
-      ATTN_UNROLL
-      for (int n = N0; n < nq; ++n) p[n] = vec::load(st + j * bq + n * lanes);
-      const float* vj = v + j * vs;
-      ATTN_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const reg vb = vec::set1(vj[r]);
-        ATTN_UNROLL
-        for (int n = N0; n < nq; ++n) acc[r][n] = vec::fmadd(vb, p[n], acc[r][n]);
+}
+
+/// value_masked for every vector N: keys [0, lim) with a lower edge, else [full, lim).
+template <int R, int... N>
+ATTN_SIMD_INLINE void value_masked_all(const float* v, index_t vs, const block_view& bv,
+                                       const float* st, reg (&acc)[R][nq],
+                                       std::integer_sequence<int, N...>) {
+  (value_masked<R, N>(v, vs, bv, bv.lower ? 0 : bv.full[N], bv.lim[N], st, acc), ...);
+}
+
+/// The block's P V for R value columns, added into ot (first rescaled by alpha unless null)
+/// by a compensated addition.
+template <int R>
+ATTN_SIMD_INLINE void value_rows(const float* v, index_t vs, const block_view& bv, const float* st,
+                                 const float* alpha, float* ot, float* ot_lo) {
+  reg acc[R][nq];
+  ATTN_SIMD_UNROLL
+  for (int n = 0; n < nq; ++n) {
+    ATTN_SIMD_UNROLL
+    for (int r = 0; r < R; ++r) acc[r][n] = vec::zero();
+  }
+  // Keys every lane of vectors N0.. sees: plain FMAs.
+  if (!bv.lower)
+    by_visibility(bv.full, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+      for (index_t j = begin; j < end; ++j) {
+        reg p[nq];
+        ATTN_SIMD_UNROLL
+        for (int n = N0; n < nq; ++n) p[n] = vec::load(st + j * bq + n * lanes);
+        const float* vj = v + j * vs;
+        ATTN_SIMD_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const reg vb = vec::set1(vj[r]);
+          ATTN_SIMD_UNROLL
+          for (int n = N0; n < nq; ++n) acc[r][n] = vec::fmadd(vb, p[n], acc[r][n]);
+        }
       }
-    }
-  });
-  ATTN_UNROLL
+    });
+  // Keys only some lanes see: masked FMAs, vector by vector.
+  if (bv.edge) value_masked_all<R>(v, vs, bv, st, acc, std::make_integer_sequence<int, nq>{});
+  ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
-    ATTN_UNROLL
-    for (int n = 0; n < nq; ++n) vec::store(ot + r * bq + n * lanes, acc[r][n]);
+    ATTN_SIMD_UNROLL
+    for (int n = 0; n < nq; ++n) {
+      float* hi = ot + r * bq + n * lanes;
+      float* lo = ot_lo + r * bq + n * lanes;
+      reg h = vec::load(hi), c = vec::load(lo);
+      if (alpha != nullptr) {
+        const reg a = vec::load(alpha + n * lanes);
+        h = vec::mul(a, h);
+        c = vec::mul(a, c);
+      }
+      const reg y = vec::sub(acc[r][n], c), t = vec::add(h, y);
+      vec::store(lo, vec::sub(vec::sub(t, h), y));
+      vec::store(hi, t);
+    }
   }
 }
 
@@ -124,117 +189,136 @@ ATTN_SIMD_INLINE void prefetch(const float* p, bool to_l1) {
     __builtin_prefetch(p, 0, 2);
 }
 
-/// One work item: queries [i0, i0 + rows) of one (batch, head), rows <= BQ. q, k, v, o point
-/// at the (batch, head) matrices; qs, ks, vs, os are their row strides (columns contiguous
-/// except o's, o_cs). `offset` = Tk - Tq aligns the causal mask bottom-right.
-ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const float* k, index_t ks,
-                                          const float* v, index_t vs, float* o, index_t os,
-                                          index_t o_cs, float* lse, index_t lse_s, index_t Tk,
-                                          index_t D, index_t Dv, index_t i0, index_t rows,
-                                          index_t offset, bool causal, float scale_log2,
-                                          bool cold_kv, const flash_scratch& w) {
-  constexpr index_t bk = vec::bk;
+/// The visibility of the key block [j0, j0 + n_keys) for queries [i0, i0 + rows) of `h`.
+ATTN_SIMD_INLINE block_view view_block(const flash_head& h, index_t i0, index_t rows, index_t j0,
+                                       index_t n_keys, const flash_scratch& w) {
+  block_view bv;
+  const key_range common = h.vis.common(i0, i0 + rows);
+  bv.edge = !(common.begin <= j0 && j0 + n_keys <= common.end);
+  bv.lower = false;
+  if (!bv.edge) {
+    for (int n = 0; n < nq; ++n) bv.lim[n] = bv.full[n] = n_keys;
+    return bv;
+  }
+  const auto rel = [&](index_t key) { return std::clamp<index_t>(key - j0, 0, n_keys); };
+  for (index_t l = 0; l < bq; ++l) {  // lanes past `rows` repeat the last row
+    const key_range keys = h.vis.row(i0 + std::min(l, rows - 1));
+    w.lo[l] = float(rel(keys.begin));
+    w.hi[l] = float(std::max(rel(keys.begin), rel(keys.end)));
+  }
+  for (int n = 0; n < nq; ++n) {
+    const index_t first = n * lanes, last = first + lanes - 1;
+    bv.lim[n] = index_t(w.hi[last]);
+    bv.full[n] = index_t(w.hi[first]);
+    bv.lower = bv.lower || w.lo[last] > 0.0f;
+    bv.lo[n] = vec::load(w.lo + first);
+    bv.hi[n] = vec::load(w.hi + first);
+  }
+  return bv;
+}
+
+/// One work item: queries [i0, i0 + rows) of one (batch, head), rows <= BQ. `cold_kv`: this is
+/// the first item of its head on this thread, so K and V are not in cache yet.
+ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index_t rows,
+                                          bool cold_kv, float* scratch) {
   constexpr float inf = __builtin_inff();
+  const index_t D = h.D, Dv = h.Dv;
+  const flash_scratch w(scratch, D, Dv);
   // Pack qt, one lanes x lanes transpose at a time; lanes past `rows` hold zeros and are
   // never written out.
-  const reg scale = vec::set1(scale_log2);
+  const reg scale = vec::set1(h.scale_log2);
   for (int n = 0; n < nq; ++n) {
     const index_t first = n * lanes;
     const int valid = int(std::clamp<index_t>(rows - first, 0, lanes));
     for (index_t d0 = 0; d0 < D; d0 += lanes) {
       const int cols = int(std::min<index_t>(lanes, D - d0));
       reg t[lanes];
-      ATTN_UNROLL
+      ATTN_SIMD_UNROLL
       for (int i = 0; i < lanes; ++i)
-        t[i] = i < valid ? vec::mul(scale, vec::load_n(q + (i0 + first + i) * qs + d0, cols))
+        t[i] = i < valid ? vec::mul(scale, vec::load_n(h.q + (i0 + first + i) * h.qs + d0, cols))
                          : vec::zero();
       vec::transpose(t);
-      ATTN_UNROLL
+      ATTN_SIMD_UNROLL
       for (int c = 0; c < lanes; ++c)
         if (c < cols) vec::store(w.qt + (d0 + c) * bq + first, t[c]);
     }
   }
-  std::fill_n(w.ot, Dv * bq, 0.0f);
+  std::fill_n(w.ot, 2 * Dv * bq, 0.0f);  // ot and ot_lo
   std::fill_n(w.m, bq, -inf);
-  std::fill_n(w.l, bq, 0.0f);
-  // Keys visible to the last row of the item; blocks past it are never touched.
-  const index_t k_end = causal ? std::min(Tk, std::max<index_t>(0, i0 + rows + offset)) : Tk;
+  std::fill_n(w.l, 2 * bq, 0.0f);  // l and l_lo
+  // The keys any row of the item sees; blocks outside are never touched.
+  const key_range span = h.vis.rows(i0, i0 + rows);
   // Rows further apart than D (Dv) floats are packed per block: strides like the 3 * 768 of
   // a fused QKV buffer map every row to the same few L1 sets.
-  const bool pack_k = ks != D, pack_v = vs != Dv;
+  const bool pack_k = h.ks != D, pack_v = h.vs != Dv;
   // K and V come from L3 or memory, not L2, when they are too long to stay there, or when
   // this is the first item of their head on this thread (`cold_kv`): then the next block is
   // prefetched while this one computes (into L1 for a cold head: the first pass over a head
   // took 1.5x the time of the others, 1.1x with it). Otherwise the prefetches only cost.
-  const bool stream = k_end * (D + Dv) * index_t(sizeof(float)) > (index_t(1) << 20);
+  const bool stream = span.size() * (D + Dv) * index_t(sizeof(float)) > (index_t(1) << 20);
 
-  for (index_t j0 = 0; j0 < k_end; j0 += bk) {
-    const index_t n_keys = std::min(bk, k_end - j0);
-    // Key jj of the block is visible to query lane i of vector n iff jj < see(n) + i, and to
-    // some lane of vector n iff jj < lim[n].
-    index_t see[nq], first[nq], lim[nq];
-    ATTN_UNROLL
-    for (int n = 0; n < nq; ++n) {
-      see[n] = i0 + n * lanes + offset + 1 - j0;
-      first[n] = causal ? std::clamp<index_t>(see[n], 0, n_keys) : n_keys;
-      lim[n] = causal ? std::clamp<index_t>(see[n] + lanes - 1, 0, n_keys) : n_keys;
-    }
-    const float* kb = k + j0 * ks;
-    const float* vb = v + j0 * vs;
-    index_t kbs = ks, vbs = vs;
-    for (index_t j = j0 + bk; (cold_kv || stream) && j < std::min(j0 + 2 * bk, k_end); ++j) {
-      for (index_t d = 0; d < D; d += 16) prefetch(k + j * ks + d, cold_kv);
-      for (index_t d = 0; d < Dv; d += 16) prefetch(v + j * vs + d, cold_kv);
+  for (index_t j0 = span.begin; j0 < span.end; j0 += bk) {
+    const index_t n_keys = std::min(bk, span.end - j0);
+    const block_view bv = view_block(h, i0, rows, j0, n_keys, w);
+    const float* kb = h.k + j0 * h.ks;
+    const float* vb = h.v + j0 * h.vs;
+    index_t kbs = h.ks, vbs = h.vs;
+    for (index_t j = j0 + bk; (cold_kv || stream) && j < std::min(j0 + 2 * bk, span.end); ++j) {
+      for (index_t d = 0; d < D; d += 16) prefetch(h.k + j * h.ks + d, cold_kv);
+      for (index_t d = 0; d < Dv; d += 16) prefetch(h.v + j * h.vs + d, cold_kv);
     }
     if (pack_k) {
-      for (index_t j = 0; j < n_keys; ++j) std::copy_n(kb + j * ks, D, w.kv + j * D);
+      for (index_t j = 0; j < n_keys; ++j) std::copy_n(kb + j * h.ks, D, w.kv + j * D);
       kb = w.kv;
       kbs = D;
     }
     if (pack_v) {
-      for (index_t j = 0; j < n_keys; ++j) std::copy_n(vb + j * vs, Dv, w.kv + bk * D + j * Dv);
+      for (index_t j = 0; j < n_keys; ++j) std::copy_n(vb + j * h.vs, Dv, w.kv + bk * D + j * Dv);
       vb = w.kv + bk * D;
       vbs = Dv;
     }
 
     in_groups(n_keys, [&]<int R>(index_t jj) ATTN_SIMD_LAMBDA {
       const float* krow[R];
-      ATTN_UNROLL
+      ATTN_SIMD_UNROLL
       for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
       int n0 = 0;  // vectors that see none of these keys are skipped
-      while (n0 < nq - 1 && lim[n0] <= jj) ++n0;
+      while (n0 < nq - 1 && bv.lim[n0] <= jj) ++n0;
       [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
         ((n0 == N0 ? score_rows<R, N0>(krow, D, w.qt, w.st + jj * bq) : void()), ...);
       }
       (std::make_integer_sequence<int, nq>{});
     });
 
-    // Online softmax, lane-wise; keys past lim[n] do not exist for vector n. All vectors go
-    // through each key together: nq independent chains per step. Once the running maxima
-    // settle, alpha is 1 everywhere and the rescale of ot is skipped.
-    for (int n = 0; n < nq; ++n)
-      for (index_t jj = first[n]; jj < lim[n]; ++jj) {  // partly visible keys: mask lanes
-        float* s = w.st + jj * bq + n * lanes;
-        vec::store(s, vec::set_below(vec::load(s), float(jj - see[n] + 1), -inf));
-      }
+    // Online softmax, lane-wise; keys past lim[n] do not exist for vector n, and keys some of
+    // its lanes do not see are -inf in those lanes. All vectors go through each key together:
+    // nq independent chains per step. Once the running maxima settle, alpha is 1 everywhere
+    // and the rescale of ot is skipped.
+    if (bv.edge)
+      for (int n = 0; n < nq; ++n)
+        for (index_t jj = bv.lower ? 0 : bv.full[n]; jj < bv.lim[n]; ++jj) {
+          float* s = w.st + jj * bq + n * lanes;
+          vec::store(s, vec::select(vec::between(float(jj), bv.lo[n], bv.hi[n]), vec::load(s),
+                                    vec::set1(-inf)));
+        }
     reg mx[nq], m_use[nq], sum[nq];
-    ATTN_UNROLL
+    ATTN_SIMD_UNROLL
     for (int n = 0; n < nq; ++n) mx[n] = vec::load(w.m + n * lanes);
-    by_visibility(lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+    by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
       for (index_t jj = begin; jj < end; ++jj) {
-        ATTN_UNROLL
+        ATTN_SIMD_UNROLL
         for (int n = N0; n < nq; ++n)
           mx[n] = vec::max(mx[n], vec::load(w.st + jj * bq + n * lanes));
       }
     });
-    ATTN_UNROLL
+    ATTN_SIMD_UNROLL
     for (int n = 0; n < nq; ++n) {
       m_use[n] = vec::replace_neg_inf(mx[n], 0.0f);  // all masked so far
       sum[n] = vec::zero();
     }
-    by_visibility(lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+    by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
       for (index_t jj = begin; jj < end; ++jj) {
-        ATTN_UNROLL
+        ATTN_SIMD_UNROLL
         for (int n = N0; n < nq; ++n) {
           float* s = w.st + jj * bq + n * lanes;
           const reg p = vec::exp2(vec::sub(vec::load(s), m_use[n]));
@@ -244,51 +328,60 @@ ATTN_SIMD_NOINLINE inline void flash_item(const float* q, index_t qs, const floa
       }
     });
     bool rescale = false;
-    ATTN_UNROLL
+    ATTN_SIMD_UNROLL
     for (int n = 0; n < nq; ++n) {
       const index_t c = n * lanes;
       const reg alpha = vec::exp2(vec::sub(vec::load(w.m + c), m_use[n]));
       vec::store(w.alpha + c, alpha);
       rescale = rescale || !vec::all_equal(alpha, 1.0f);
-      vec::store(w.l + c, vec::fmadd(alpha, vec::load(w.l + c), sum[n]));
+      const reg l = vec::mul(alpha, vec::load(w.l + c)),
+                lo = vec::mul(alpha, vec::load(w.l_lo + c));
+      const reg y = vec::sub(sum[n], lo), t = vec::add(l, y);  // compensated l += sum
+      vec::store(w.l_lo + c, vec::sub(vec::sub(t, l), y));
+      vec::store(w.l + c, t);
       vec::store(w.m + c, mx[n]);
     }
     in_groups(Dv, [&]<int R>(index_t dv) ATTN_SIMD_LAMBDA {
-      value_rows<R>(vb + dv, vbs, lim, w.st, rescale ? w.alpha : nullptr, w.ot + dv * bq);
+      value_rows<R>(vb + dv, vbs, bv, w.st, rescale ? w.alpha : nullptr, w.ot + dv * bq,
+                    w.ot_lo + dv * bq);
     });
   }
 
-  // O = ot^T / l, transposed back a lanes x lanes block at a time (rows that saw no key at
-  // all have l = 0 and get zeros).
+  // The finish of every row (zeros and lse -inf for a row that sees no key), then
+  // O = (ot - ot_lo)^T * scale, transposed back a lanes x lanes block at a time.
+  std::fill_n(w.end, bq, 0.0f);
+  for (index_t i = 0; i < rows; ++i) {
+    const softmax_end<float> end =
+        finish_softmax_log2(!h.vis.row(i0 + i).empty(), w.m[i], w.l[i] - w.l_lo[i]);
+    w.end[i] = end.scale;
+    if (h.lse != nullptr) h.lse[(i0 + i) * h.lse_s] = end.lse;
+  }
   for (int n = 0; n < nq; ++n) {
     const index_t first = n * lanes;
     const int valid = int(std::clamp<index_t>(rows - first, 0, lanes));
-    const reg inv = vec::inverse_or_zero(vec::load(w.l + first));
+    const reg inv = vec::load(w.end + first);
     for (index_t dv0 = 0; valid > 0 && dv0 < Dv; dv0 += lanes) {
       const int cols = int(std::min<index_t>(lanes, Dv - dv0));
       reg t[lanes];
-      ATTN_UNROLL
-      for (int c = 0; c < lanes; ++c)
-        t[c] = c < cols ? vec::mul(inv, vec::load(w.ot + (dv0 + c) * bq + first)) : vec::zero();
+      ATTN_SIMD_UNROLL
+      for (int c = 0; c < lanes; ++c) {
+        const index_t at = (dv0 + c) * bq + first;
+        t[c] = c < cols ? vec::mul(inv, vec::sub(vec::load(w.ot + at), vec::load(w.ot_lo + at)))
+                        : vec::zero();
+      }
       vec::transpose(t);
-      float* oi = o + (i0 + first) * os + dv0 * o_cs;
-      ATTN_UNROLL
+      float* oi = h.o + (i0 + first) * h.os + dv0 * h.o_cs;
+      ATTN_SIMD_UNROLL
       for (int i = 0; i < lanes; ++i) {
         if (i >= valid) break;
-        if (o_cs == 1) {
-          vec::store_n(oi + i * os, t[i], cols);
+        if (h.o_cs == 1) {
+          vec::store_n(oi + i * h.os, t[i], cols);
         } else {
           alignas(64) float row[lanes];
           vec::store(row, t[i]);
-          for (int c = 0; c < cols; ++c) oi[i * os + c * o_cs] = row[c];
+          for (int c = 0; c < cols; ++c) oi[i * h.os + c * h.o_cs] = row[c];
         }
       }
     }
-  }
-  if (lse == nullptr) return;
-  constexpr float ln2 = 0.693147180559945309f;
-  for (index_t i = 0; i < rows; ++i) {
-    const float l = w.l[i];
-    lse[(i0 + i) * lse_s] = l > 0.0f ? (w.m[i] + std::log2(l)) * ln2 : -inf;
   }
 }

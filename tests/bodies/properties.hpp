@@ -1,0 +1,165 @@
+#pragma once
+/// \file
+/// Properties the seed states, and inputs that break naive implementations: bodies over a
+/// backend case C (see stages.hpp).
+
+#include <limits>
+
+#include "../support/testing.hpp"
+
+namespace attn::test {
+
+template <class C>
+void softmax_rows_sum_to_one_and_are_non_negative() {
+  using T = typename C::value;
+  for (bool causal : {false, true}) {
+    host_tensor<T, 4> s = random<T, 4>({2, 3, 65, 65}, 3, 8.0);
+    if (causal) causal_mask(C::policy(), s.view());
+    softmax_rows(C::policy(), s.view());
+    for (index_t b = 0; b < 2; ++b)
+      for (index_t h = 0; h < 3; ++h)
+        for (index_t i = 0; i < 65; ++i) {
+          double sum = 0;
+          for (index_t j = 0; j < 65; ++j) {
+            ASSERT_GE(to_double(s(b, h, i, j)), 0.0);
+            sum += to_double(s(b, h, i, j));
+          }
+          ASSERT_NEAR(sum, 1.0, 65 * tolerance<T>::rel) << "row " << i;
+        }
+  }
+}
+
+template <class C>
+void masked_probabilities_are_exactly_zero() {
+  using T = typename C::value;
+  host_tensor<T, 4> s = random<T, 4>({1, 2, 63, 100}, 5, 4.0);  // query i sees keys j <= i + 37
+  causal_mask(C::policy(), s.view());
+  softmax_rows(C::policy(), s.view());
+  for (index_t h = 0; h < 2; ++h)
+    for (index_t i = 0; i < 63; ++i)
+      for (index_t j = 0; j < 100; ++j) {
+        if (j > i + 37)
+          ASSERT_EQ(to_double(s(0, h, i, j)), 0.0) << i << "," << j;
+        else
+          ASSERT_GT(to_double(s(0, h, i, j)), 0.0) << i << "," << j;
+      }
+}
+
+template <class C>
+void row_zero_of_a_causal_square_attends_only_to_itself() {
+  using T = typename C::value;
+  const shape s{1, 1, 70, 70, 16, 16};
+  const qkv<C> in(s);
+  host_tensor<T, 4> o({1, 1, 70, 16});
+  attention(C::policy(), in.q.view(), in.k.view(), in.v.view(), o.view(), {.causal = true});
+  for (index_t d = 0; d < 16; ++d)
+    EXPECT_NEAR(to_double(o(0, 0, 0, d)), to_double(in.v(0, 0, 0, d)), tolerance<T>::abs);
+}
+
+template <class C>
+void future_tokens_never_change_earlier_outputs() {
+  using T = typename C::value;
+  const shape s{1, 2, 150, 150, 64, 64};
+  const qkv<C> a(s);
+  qkv<C> b(s);
+  const index_t t0 = 70;  // positions > t0 get new keys and values
+  for (index_t h = 0; h < 2; ++h)
+    for (index_t t = t0 + 1; t < 150; ++t)
+      for (index_t d = 0; d < 64; ++d) {
+        b.k(0, h, t, d) = from_double<T>(1000 * to_double(b.k(0, h, t, d)));
+        b.v(0, h, t, d) = from_double<T>(-7 + to_double(b.v(0, h, t, d)));
+      }
+  host_tensor<T, 4> oa({1, 2, 150, 64}), ob({1, 2, 150, 64});
+  attention(C::policy(), a.q.view(), a.k.view(), a.v.view(), oa.view(), {.causal = true});
+  attention(C::policy(), b.q.view(), b.k.view(), b.v.view(), ob.view(), {.causal = true});
+  for (index_t h = 0; h < 2; ++h)
+    for (index_t t = 0; t <= t0; ++t)
+      for (index_t d = 0; d < 64; ++d)
+        ASSERT_EQ(to_double(oa(0, h, t, d)), to_double(ob(0, h, t, d))) << t;
+  EXPECT_NE(to_double(oa(0, 0, 149, 0)), to_double(ob(0, 0, 149, 0)));  // later ones change
+}
+
+template <class C>
+void softmax_is_shift_invariant() {
+  using T = typename C::value;
+  host_tensor<T, 4> s = random<T, 4>({1, 2, 33, 77}, 8, 3.0);
+  host_tensor<T, 4> shifted = s;
+  for (index_t i = 0; i < shifted.size(); ++i)
+    shifted.data()[i] = from_double<T>(to_double(shifted.data()[i]) + 16);
+  softmax_rows(C::policy(), s.view());
+  softmax_rows(C::policy(), shifted.view());
+  EXPECT_TRUE(close(shifted, s, 4.0));  // adding 16 rounds the inputs by up to 2^-20 (float)
+}
+
+template <class C>
+void huge_scores_stay_finite() {
+  using T = typename C::value;
+  // Scores of magnitude up to ~1e4: exp would overflow without the max subtraction.
+  const shape s{1, 2, 65, 65, 64, 64};
+  const qkv<C> in(s, 1, 300.0);
+  for (bool causal : {false, true}) {
+    host_tensor<T, 4> o({1, 2, 65, 64});
+    host_tensor<accum_t<T>, 3> lse({1, 2, 65});
+    attention(C::policy(), in.q.view(), in.k.view(), in.v.view(), o.view(), lse.view(),
+              {.causal = causal});
+    EXPECT_TRUE(all_finite(o));
+    EXPECT_TRUE(all_finite(lse));
+    for (index_t i = 0; i < o.size(); ++i) ASSERT_LE(std::abs(to_double(o.data()[i])), 1 + 1e-5);
+
+    host_tensor<T, 4> p({1, 2, 65, 65});
+    scaled_scores(C::policy(), in.q.view(), in.k.view(), p.view());
+    double biggest = 0;
+    for (index_t i = 0; i < p.size(); ++i)
+      biggest = std::max(biggest, std::abs(to_double(p.data()[i])));
+    EXPECT_GT(biggest, 5e3);
+    if (causal) causal_mask(C::policy(), p.view());
+    softmax_rows(C::policy(), p.view());
+    EXPECT_TRUE(all_finite(p));
+  }
+}
+
+template <class C>
+void a_row_of_only_minus_infinity_becomes_zeros() {
+  using T = typename C::value;
+  host_tensor<T, 4> sc({1, 1, 3, 4});
+  for (index_t i = 0; i < sc.size(); ++i) sc.data()[i] = from_double<T>(-INFINITY);
+  sc(0, 0, 2, 1) = from_double<T>(1e4);  // the last row has one finite entry among -inf
+  softmax_rows(C::policy(), sc.view());
+  for (index_t j = 0; j < 4; ++j) {
+    EXPECT_EQ(to_double(sc(0, 0, 0, j)), 0.0);
+    EXPECT_EQ(to_double(sc(0, 0, 2, j)), j == 1 ? 1.0 : 0.0);
+  }
+}
+
+template <class C>
+void negative_infinity_scores_are_ignored() {
+  using T = typename C::value;
+  host_tensor<T, 4> s = random<T, 4>({1, 1, 40, 90}, 4, 2.0);
+  for (index_t i = 0; i < 40; ++i)
+    for (index_t j = (i * 7) % 5; j < 90; j += 3) s(0, 0, i, j) = from_double<T>(-INFINITY);
+  host_tensor<typename C::ref, 4> want = convert<typename C::ref>(s);
+  softmax_rows(C::policy(), s.view());
+  softmax_rows(reference, want.view());
+  EXPECT_TRUE(all_finite(s));
+  EXPECT_TRUE(close(s, want));
+}
+
+template <class Cases>
+void register_property_tests(Cases cases) {
+  ATTN_REGISTER_TEST(cases, "Properties", "SoftmaxRowsSumToOne",
+                     softmax_rows_sum_to_one_and_are_non_negative);
+  ATTN_REGISTER_TEST(cases, "Properties", "MaskedProbabilitiesAreExactlyZero",
+                     masked_probabilities_are_exactly_zero);
+  ATTN_REGISTER_TEST(cases, "Properties", "RowZeroAttendsOnlyToItself",
+                     row_zero_of_a_causal_square_attends_only_to_itself);
+  ATTN_REGISTER_TEST(cases, "Properties", "FutureTokensNeverChangeEarlierOutputs",
+                     future_tokens_never_change_earlier_outputs);
+  ATTN_REGISTER_TEST(cases, "Properties", "SoftmaxIsShiftInvariant", softmax_is_shift_invariant);
+  ATTN_REGISTER_TEST(cases, "Properties", "HugeScoresStayFinite", huge_scores_stay_finite);
+  ATTN_REGISTER_TEST(cases, "Properties", "OnlyMinusInfinityRowBecomesZeros",
+                     a_row_of_only_minus_infinity_becomes_zeros);
+  ATTN_REGISTER_TEST(cases, "Properties", "NegativeInfinityScoresAreIgnored",
+                     negative_infinity_scores_are_ignored);
+}
+
+}  // namespace attn::test

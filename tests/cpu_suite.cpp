@@ -1,0 +1,57 @@
+// The shared test bodies (tests/bodies/) on the host backends: attn::cpu in float and double
+// against attn::reference, and the properties and bad-input cases on both. This file only
+// names the backends.
+
+#include <attn/attn.hpp>
+
+#include "bodies/errors.hpp"
+#include "bodies/multi_head.hpp"
+#include "bodies/properties.hpp"
+#include "bodies/stages.hpp"
+
+namespace attn::test {
+namespace {
+
+using cpu_cases = case_list<backend_case<cpu_policy, float>, backend_case<cpu_policy, double>>;
+using host_cases =
+    case_list<backend_case<reference_policy, float>, backend_case<reference_policy, double>,
+              backend_case<cpu_policy, float>, backend_case<cpu_policy, double>>;
+using float_cases =
+    case_list<backend_case<reference_policy, float>, backend_case<cpu_policy, float>>;
+
+const bool registered = [] {
+  const std::vector<shape> few = {{1, 2, 65, 65, 64, 64},
+                                  {2, 1, 7, 63, 8, 16},
+                                  {1, 4, 130, 130, 16, 16, 2},
+                                  {1, 1, 300, 257, 32, 32}};
+  register_stage_tests(cpu_cases{}, cpu_shapes(), few);
+  register_property_tests(host_cases{});
+  register_error_tests(float_cases{});
+  register_multi_head_tests(cpu_cases{}, mha_shapes());
+  return true;
+}();
+
+TEST(Errors, ShapeErrorIsAnInvalidArgument) {
+  static_assert(std::is_base_of_v<std::invalid_argument, shape_error>);
+  bad_args a;
+  try {
+    attention(cpu, a.q(), a.in_view<4>({2, 3, 9, 4}), a.v(), a.o());
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "attn::attention: k.D (extent 3) is 4 but q.D (extent 3) is 8; they must be equal");
+  }
+}
+
+// `{}` as the options argument picks the overload without lse.
+TEST(Errors, BracedOptionsAreNotAnLseView) {
+  const shape s{1, 1, 3, 3, 4, 4};
+  const qkv<backend_case<cpu_policy, float>> in(s);
+  host_tensor<float, 4> o({1, 1, 3, 4});
+  attention(cpu, in.q.view(), in.k.view(), in.v.view(), o.view(), {});
+  EXPECT_TRUE(all_finite(o));
+}
+
+}  // namespace
+}  // namespace attn::test
