@@ -4,6 +4,7 @@
 
 #include <attn/attn.hpp>
 
+#include "bodies/backward.hpp"
 #include "bodies/errors.hpp"
 #include "bodies/multi_head.hpp"
 #include "bodies/properties.hpp"
@@ -28,6 +29,13 @@ const bool registered = [] {
   register_property_tests(host_cases{});
   register_error_tests(float_cases{});
   register_multi_head_tests(cpu_cases{}, mha_shapes());
+  const std::vector<shape> backward = {
+      {1, 1, 1, 1, 1, 1},         {2, 3, 7, 7, 64, 64},       {1, 2, 63, 63, 80, 80},
+      {1, 1, 65, 65, 8, 8},       {1, 2, 130, 130, 64, 64},   {1, 1, 7, 65, 1, 1},
+      {2, 1, 65, 7, 64, 64},      {1, 2, 64, 200, 64, 80},    {1, 2, 200, 9, 16, 16},
+      {2, 6, 65, 65, 64, 64, 2},  {1, 4, 130, 63, 16, 24, 1}, {1, 1, 300, 300, 64, 64},
+      {1, 1, 129, 129, 256, 256}, {1, 1, 1000, 1000, 64, 64}};
+  register_backward_tests(cpu_cases{}, backward, few, mha_shapes());
   return true;
 }();
 

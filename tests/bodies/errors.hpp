@@ -36,11 +36,18 @@ struct bad_args {
   auto v() const { return in_view<4>({2, 3, 9, 5}); }
   auto p() const { return in_view<4>({2, 3, 7, 9}); }
   auto o() { return out_view<4>({2, 3, 7, 5}); }
+  auto o_in() const { return in_view<4>({2, 3, 7, 5}); }
+  auto lse_in(const dims<3>& d = {2, 3, 7}) const { return in_view<3>(d); }
+  /// Gradient outputs in their own regions of `out` (q-, k-, v-shaped).
+  auto dq(const dims<4>& d = {2, 3, 7, 8}) { return tensor_view<float, 4>{out.data(), d}; }
+  auto dk(const dims<4>& d = {2, 3, 9, 8}) { return tensor_view<float, 4>{out.data() + 2048, d}; }
+  auto dv(const dims<4>& d = {2, 3, 9, 5}) { return tensor_view<float, 4>{out.data() + 4096, d}; }
   auto s() { return out_view<4>({2, 3, 7, 9}); }
   tensor_view<float, 3> lse(const dims<3>& d = {2, 3, 7}) { return {lse_buf.data(), d}; }
   auto x() const { return in_view<3>({2, 7, 12}); }
   auto w() const { return in_view<2>({12, 6}); }
   auto y() { return out_view<3>({2, 7, 6}); }
+  auto dy() const { return in_view<3>({2, 7, 6}); }
   auto wsq() const { return in_view<2>({12, 12}); }
   auto out3() { return out_view<3>({2, 7, 12}); }
   mha_weights<float> mha() const { return {wsq(), wsq(), wsq(), wsq(), {}, {}, {}, {}, 3}; }
@@ -74,8 +81,110 @@ template <class Policy>
 std::vector<bad_case> bad_cases() {
   using F4 = tensor_view<const float, 4>;
   return {
-    // scaled_scores
-    ATTN_BAD("scores_k_batch", "k.B", scaled_scores(pol, a.q(), a.in_view<4>({1, 3, 9, 8}), a.s())),
+    // attention_backward
+    ATTN_BAD("bwd_k_dim", "k.D",
+             attention_backward(pol, a.q(), a.in_view<4>({2, 3, 9, 4}), a.v(), a.o_in(), a.lse_in(),
+                                a.o_in(), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("bwd_v_rows", "v.Tk",
+                 attention_backward(pol, a.q(), a.k(), a.in_view<4>({2, 3, 8, 5}), a.o_in(),
+                                    a.lse_in(), a.o_in(), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("bwd_o_dim", "o.Dv",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.in_view<4>({2, 3, 7, 4}),
+                                    a.lse_in(), a.o_in(), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("bwd_d_o_rows", "d_o.Tq",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(),
+                                    a.in_view<4>({2, 3, 6, 5}), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("bwd_lse_rows", "lse.Tq",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in({2, 3, 6}),
+                                    a.o_in(), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("bwd_null_lse", "lse",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(),
+                                    tensor_view<const float, 3>{nullptr, {2, 3, 7}}, a.o_in(),
+                                    a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("bwd_dq_shape", "dq",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(), a.o_in(),
+                                    a.dq({2, 3, 7, 7}), a.dk(), a.dv())),
+        ATTN_BAD("bwd_dk_shape", "dk",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(), a.o_in(),
+                                    a.dq(), a.dk({2, 3, 8, 8}), a.dv())),
+        ATTN_BAD("bwd_dv_shape", "dv",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(), a.o_in(),
+                                    a.dq(), a.dk(), a.dv({2, 3, 9, 6}))),
+        ATTN_BAD(
+            "bwd_dq_zero_stride", "dq is an output",
+            attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(), a.o_in(),
+                               tensor_view<float, 4>{a.out.data(), {2, 3, 7, 8}, {168, 56, 0, 1}},
+                               a.dk(), a.dv())),
+        ATTN_BAD("bwd_nan_scale", "scale",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(), a.o_in(),
+                                    a.dq(), a.dk(), a.dv(), {.scale = std::nan("")})),
+        ATTN_BAD("bwd_heads_not_dividing", "k.H",
+                 attention_backward(pol, a.q(), a.in_view<4>({2, 2, 9, 8}),
+                                    a.in_view<4>({2, 2, 9, 5}), a.o_in(), a.lse_in(), a.o_in(),
+                                    a.dq(), a.dk({2, 2, 9, 8}), a.dv({2, 2, 9, 5}))),
+        ATTN_BAD("bwd_negative_window", "window",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(), a.o_in(),
+                                    a.dq(), a.dk(), a.dv(), {.window = -2})),
+        // multi_head_attention_backward: a forward into a workspace of its own first
+        ATTN_BAD("mha_bwd_fresh_workspace", "ws holds", mha_workspace<float> ws;
+                 multi_head_attention_backward(pol, a.x(), a.mha(), ws, a.x(),
+                                               mha_gradients<float>{a.out3()})),
+        ATTN_BAD("mha_bwd_other_options", "opt differs", mha_workspace<float> ws;
+                 std::vector<float> y(2 * 7 * 12); multi_head_attention(
+                     pol, a.x(), a.mha(), tensor_view<float, 3>{y.data(), {2, 7, 12}},
+                     {.causal = true}, ws);
+                 multi_head_attention_backward(pol, a.x(), a.mha(), ws, a.x(),
+                                               mha_gradients<float>{a.out3()}, {.causal = false})),
+        ATTN_BAD("mha_bwd_d_out_shape", "d_out", mha_workspace<float> ws; std::vector<float> y(168);
+                 multi_head_attention(pol, a.x(), a.mha(),
+                                      tensor_view<float, 3>{y.data(), {2, 7, 12}}, {}, ws);
+                 multi_head_attention_backward(pol, a.x(), a.mha(), ws, a.in_view<3>({2, 6, 12}),
+                                               mha_gradients<float>{a.out3()})),
+        ATTN_BAD("mha_bwd_d_w_q_shape", "g.d_w_q", mha_workspace<float> ws;
+                 std::vector<float> y(168); multi_head_attention(
+                     pol, a.x(), a.mha(), tensor_view<float, 3>{y.data(), {2, 7, 12}}, {}, ws);
+                 mha_gradients<float> g; g.d_w_q = tensor_view<float, 2>{a.out.data(), {12, 11}};
+                 multi_head_attention_backward(pol, a.x(), a.mha(), ws, a.x(), g)),
+        ATTN_BAD("mha_bwd_d_b_v_size", "g.d_b_v", mha_workspace<float> ws;
+                 std::vector<float> y(168); multi_head_attention(
+                     pol, a.x(), a.mha(), tensor_view<float, 3>{y.data(), {2, 7, 12}}, {}, ws);
+                 mha_gradients<float> g; g.d_b_v = tensor_view<float, 1>{a.out.data(), {11}};
+                 multi_head_attention_backward(pol, a.x(), a.mha(), ws, a.x(), g)),
+        // project_backward
+        ATTN_BAD("proj_bwd_w_rows", "w.C",
+                 project_backward(pol, a.x(), a.in_view<2>({11, 6}), a.dy(), a.out3())),
+        ATTN_BAD("proj_bwd_dy_cols", "dy.E",
+                 project_backward(pol, a.x(), a.w(), a.in_view<3>({2, 7, 5}), a.out3())),
+        ATTN_BAD("proj_bwd_dx_shape", "dx",
+                 project_backward(pol, a.x(), a.w(), a.dy(), a.out_view<3>({2, 7, 11}))),
+        ATTN_BAD("proj_bwd_dw_shape", "dw",
+                 project_backward(pol, a.x(), a.w(), a.dy(), {},
+                                  tensor_view<float, 2>{a.out.data(), {12, 5}})),
+        ATTN_BAD("proj_bwd_db_size", "db",
+                 project_backward(pol, a.x(), a.w(), a.dy(), {}, {},
+                                  tensor_view<float, 1>{a.out.data(), {5}})),
+        // the stage backwards
+        ATTN_BAD(
+            "scores_bwd_ds_cols", "ds.Tk",
+            scaled_scores_backward(pol, a.q(), a.k(), a.in_view<4>({2, 3, 7, 8}), a.dq(), a.dk())),
+        ATTN_BAD("scores_bwd_dk_shape", "dk",
+                 scaled_scores_backward(pol, a.q(), a.k(), a.p(), a.dq(), a.dk({2, 3, 9, 7}))),
+        ATTN_BAD("softmax_bwd_dp_shape", "dp",
+                 softmax_rows_backward(pol, a.p(), a.in_view<4>({2, 3, 7, 8}), a.s())),
+        ATTN_BAD("softmax_bwd_ds_shape", "ds",
+                 softmax_rows_backward(pol, a.p(), a.p(), a.out_view<4>({2, 3, 6, 9}))),
+        ATTN_BAD(
+            "values_bwd_d_o_dim", "d_o.Dv",
+            weighted_values_backward(pol, a.p(), a.v(), a.in_view<4>({2, 3, 7, 4}), a.s(), a.dv())),
+        ATTN_BAD("values_bwd_dp_shape", "dp",
+                 weighted_values_backward(pol, a.p(), a.v(), a.o_in(), a.out_view<4>({2, 3, 7, 8}),
+                                          a.dv())),
+        ATTN_BAD("mask_bwd_null", "ds",
+                 causal_mask_backward(pol, tensor_view<float, 4>{nullptr, {1, 1, 2, 2}})),
+
+        // scaled_scores
+        ATTN_BAD("scores_k_batch", "k.B",
+                 scaled_scores(pol, a.q(), a.in_view<4>({1, 3, 9, 8}), a.s())),
         ATTN_BAD("scores_k_heads", "k.H",
                  scaled_scores(pol, a.q(), a.in_view<4>({2, 2, 9, 8}), a.s())),
         ATTN_BAD("scores_k_dim", "k.D",

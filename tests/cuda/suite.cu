@@ -1,20 +1,15 @@
-// The shared test bodies (tests/bodies/) on attn::cuda, for float, __half and __nv_bfloat16,
-// through the staging policy (tests/cuda/staged.hpp). Built twice by attn_cuda_test
-// (tests/emulator): emulated on the CPU (label emulated, three fiber orders) and by nvcc
-// (label gpu, skipped without a GPU). This file only names the backend and its shapes, sized
-// for the emulator (~2e8 FLOP/s): T in {1, 7, 63, 65, 128, 200}, D in {1, 16, 64, 80, 128,
-// 256}, Tq < Tk, Tq > Tk, Dv != D, grouped key heads. With ATTN_CUDA_TEST_SHAPES=small (the
-// ThreadSanitizer run) only the first three.
-
-#include <cstdlib>
+// The shared forward test bodies (tests/bodies/) on attn::cuda, for float, __half and
+// __nv_bfloat16, through the staging policy. Built twice by attn_cuda_test (tests/emulator):
+// emulated on the CPU (label emulated, three fiber orders) and by nvcc (label gpu, skipped
+// without a GPU). This file only names the backend and its shapes: T in {1, 7, 63, 65, 128,
+// 200}, D in {1, 16, 64, 80, 128, 256}, Tq < Tk, Tq > Tk, Dv != D, grouped key heads. With
+// ATTN_CUDA_TEST_SHAPES=small (the ThreadSanitizer run) only the first three.
 
 #include "../bodies/errors.hpp"
 #include "../bodies/multi_head.hpp"
 #include "../bodies/properties.hpp"
 #include "../bodies/stages.hpp"
-#include "../emulator/testing.cuh"  // ATTN_REQUIRE_DEVICE
-#include "../support/element_cuda.hpp"
-#include "staged.hpp"
+#include "suite.hpp"
 
 namespace attn::test {
 namespace {
@@ -32,22 +27,9 @@ const std::vector<shape>& cuda_shapes() {
   return env != nullptr && std::string(env) == "small" ? small : all;
 }
 
-using cuda_cases = case_list<backend_case<cuda_staged, float>, backend_case<cuda_staged, __half>,
-                             backend_case<cuda_staged, __nv_bfloat16>>;
-using cuda_float = case_list<backend_case<cuda_staged, float>>;
-
 const bool registered = [] {
-  // Every test of this binary is skipped when no GPU is usable (the nvcc build without one).
-  skip_reason() = [] {
-    int devices = 0;
-    const cudaError_t error = cudaGetDeviceCount(&devices);
-    return error != cudaSuccess || devices == 0
-               ? std::string("no usable GPU (") + cudaGetErrorString(error) + ")"
-               : std::string();
-  };
-  const std::vector<shape> few = {
-      {1, 2, 65, 65, 64, 64}, {2, 1, 7, 63, 8, 16}, {1, 4, 70, 70, 16, 16, 2}};
-  register_stage_tests(cuda_cases{}, cuda_shapes(), few);
+  skip_without_a_device();
+  register_stage_tests(cuda_cases{}, cuda_shapes(), cuda_few_shapes());
   register_property_tests(cuda_float{});
   register_error_tests(cuda_float{});
   register_multi_head_tests(cuda_float{},

@@ -10,10 +10,15 @@
 ///     #define DECLARE(op, ...) template <class T> static void run(const P&, const op<T, S>&);
 ///     ATTN_OPERATIONS(DECLARE)
 
-#define ATTN_OPERATIONS(X, ...)        \
-  X(projection_args, __VA_ARGS__)      \
-  X(scores_args, __VA_ARGS__)          \
-  X(mask_args, __VA_ARGS__)            \
-  X(softmax_args, __VA_ARGS__)         \
-  X(weighted_values_args, __VA_ARGS__) \
-  X(attention_args, __VA_ARGS__)
+#define ATTN_OPERATIONS(X, ...)                 \
+  X(projection_args, __VA_ARGS__)               \
+  X(scores_args, __VA_ARGS__)                   \
+  X(mask_args, __VA_ARGS__)                     \
+  X(softmax_args, __VA_ARGS__)                  \
+  X(weighted_values_args, __VA_ARGS__)          \
+  X(attention_args, __VA_ARGS__)                \
+  X(projection_backward_args, __VA_ARGS__)      \
+  X(scores_backward_args, __VA_ARGS__)          \
+  X(softmax_backward_args, __VA_ARGS__)         \
+  X(weighted_values_backward_args, __VA_ARGS__) \
+  X(attention_backward_args, __VA_ARGS__)

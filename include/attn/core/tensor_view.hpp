@@ -154,6 +154,11 @@ class tensor_view {
 template <class T, int Rank, class Space = host_space>
 using input_view = tensor_view<const std::type_identity_t<T>, Rank, std::type_identity_t<Space>>;
 
+/// The type of an optional output parameter (a gradient that may be skipped): nothing is
+/// deduced from it, so an empty `{}` (not computed) converts, as does any view of T.
+template <class T, int Rank, class Space = host_space>
+using output_view = tensor_view<std::type_identity_t<T>, Rank, std::type_identity_t<Space>>;
+
 /// A rank-1 view: biases [E], sequence lengths [B].
 template <class T, class Space = host_space>
 using vector_view = tensor_view<T, 1, Space>;

@@ -8,17 +8,19 @@
 
 namespace attn {
 
-/// Arguments of `causal_mask`: s [B, H, Tq, Tk] in place, -inf wherever `mask` hides a key
+/// Arguments of `causal_mask` and `causal_mask_backward`: s [B, H, Tq, Tk] in place, -inf
+/// (forward) or 0 (`gradient`: backward) wherever `mask` hides a key
 /// (attn/core/visibility.hpp).
 template <class T, class Space = host_space>
 struct mask_args {
   tensor_view<T, 4, Space> s;
   mask_spec mask;
+  bool gradient = false;
 
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
-    return mask_args<T, S>{f(s), mask};
+    return mask_args<T, S>{f(s), mask, gradient};
   }
 };
 
@@ -33,6 +35,19 @@ void causal_mask(const Policy& policy, tensor_view<T, 4, Space> s) {
   const detail::checker c{"causal_mask"};
   c.output("s", s);
   backend<Policy>::run(policy, mask_args<T, Space>{s, mask_spec{.causal = true}});
+}
+
+/// The gradient of `causal_mask`, in place: `ds[b, h, i, j] = 0` wherever the forward wrote
+/// -inf; other entries pass through.
+///
+/// \param ds  [B, H, Tq, Tk] gradient of the masked scores in, of the scores out.
+/// \throws shape_error for a malformed view, before anything is written.
+template <class Policy, class T, class Space>
+void causal_mask_backward(const Policy& policy, tensor_view<T, 4, Space> ds) {
+  detail::check_policy<Policy, T, Space>();
+  const detail::checker c{"causal_mask_backward"};
+  c.output("ds", ds);
+  backend<Policy>::run(policy, mask_args<T, Space>{ds, mask_spec{.causal = true}, true});
 }
 
 }  // namespace attn

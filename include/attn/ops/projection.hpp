@@ -31,6 +31,32 @@ struct projection_args {
   }
 };
 
+/// Arguments of `project_backward`: for `count` projections y[n] = x w[n] + bias[n] of one x,
+/// dx = sum_n dy[n] w[n]^T, dw[n] = sum_{b,t} x^T dy[n], db[n] = sum_{b,t} dy[n]. Empty
+/// outputs are not computed.
+template <class T, class Space = host_space>
+struct projection_backward_args {
+  tensor_view<const T, 3, Space> x;      ///< [B, T, C]
+  int count = 1;                         ///< projections of x: 1 or 3
+  tensor_view<const T, 2, Space> w[3];   ///< [C, E_n]
+  tensor_view<const T, 3, Space> dy[3];  ///< [B, T, E_n]
+  tensor_view<T, 3, Space> dx;           ///< [B, T, C], or empty
+  tensor_view<T, 2, Space> dw[3];        ///< [C, E_n], or empty
+  tensor_view<T, 1, Space> db[3];        ///< [E_n], or empty
+
+  template <class F>
+  auto map(F&& f) const {
+    using S = typename std::remove_cvref_t<F>::target_space;
+    return projection_backward_args<T, S>{f(x),
+                                          count,
+                                          {f(w[0]), f(w[1]), f(w[2])},
+                                          {f(dy[0]), f(dy[1]), f(dy[2])},
+                                          f(dx),
+                                          {f(dw[0]), f(dw[1]), f(dw[2])},
+                                          {f(db[0]), f(db[1]), f(db[2])}};
+  }
+};
+
 namespace detail {
 /// Checks output n of a projection of x and fills it into `a`.
 template <class T, class Space>
@@ -45,6 +71,40 @@ void check_projection(const checker& c, const tensor_view<const T, 3, Space>& x,
   c.same(y_name + ".T (extent 1)", y.extent(1), "x.T (extent 1)", x.extent(1));
   c.same(y_name + ".E (extent 2)", y.extent(2), w_name + ".E (extent 1)", w.extent(1));
   c.optional_vector(b_name.c_str(), bias, w_name + ".E", w.extent(1));
+}
+
+/// Checks projection n's part of a backward: w, dy and the optional dw, db.
+template <class T, class Space>
+void check_projection_backward(const checker& c, const tensor_view<const T, 3, Space>& x,
+                               const std::string& w_name, const tensor_view<const T, 2, Space>& w,
+                               const std::string& dy_name, const tensor_view<const T, 3, Space>& dy,
+                               const std::string& dw_name, const tensor_view<T, 2, Space>& dw,
+                               const std::string& db_name, const tensor_view<T, 1, Space>& db) {
+  c.view(w_name.c_str(), w);
+  c.view(dy_name.c_str(), dy);
+  c.same(w_name + ".C (extent 0)", w.extent(0), "x.C (extent 2)", x.extent(2));
+  c.same(dy_name + ".B (extent 0)", dy.extent(0), "x.B (extent 0)", x.extent(0));
+  c.same(dy_name + ".T (extent 1)", dy.extent(1), "x.T (extent 1)", x.extent(1));
+  c.same(dy_name + ".E (extent 2)", dy.extent(2), w_name + ".E (extent 1)", w.extent(1));
+  if (given(dw)) {
+    c.output(dw_name.c_str(), dw);
+    c.same(dw_name + ".C (extent 0)", dw.extent(0), w_name + ".C (extent 0)", w.extent(0));
+    c.same(dw_name + ".E (extent 1)", dw.extent(1), w_name + ".E (extent 1)", w.extent(1));
+  }
+  if (given(db)) {
+    c.output(db_name.c_str(), db);
+    c.same(db_name + ".E (extent 0)", db.extent(0), w_name + ".E (extent 1)", w.extent(1));
+  }
+}
+
+template <class T, class Space>
+void check_dx(const checker& c, const tensor_view<const T, 3, Space>& x,
+              const tensor_view<T, 3, Space>& dx) {
+  if (!given(dx)) return;
+  c.output("dx", dx);
+  c.same("dx.B (extent 0)", dx.extent(0), "x.B (extent 0)", x.extent(0));
+  c.same("dx.T (extent 1)", dx.extent(1), "x.T (extent 1)", x.extent(1));
+  c.same("dx.C (extent 2)", dx.extent(2), "x.C (extent 2)", x.extent(2));
 }
 }  // namespace detail
 
@@ -92,6 +152,30 @@ void project_qkv(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 
   c.same("w_v.E (extent 1)", w_v.extent(1), "w_q.E (extent 1)", w_q.extent(1));
   backend<Policy>::run(
       policy, projection_args<T, Space>{x, 3, {w_q, w_k, w_v}, {b_q, b_k, b_v}, {q, k, v}});
+}
+
+/// The gradients of `project` (y = x w + bias) from dy = dLoss/dy: `dx = dy w^T`,
+/// `dw = sum_{b,t} x[b,t]^T dy[b,t]`, `db = sum_{b,t} dy[b,t]`. Gradients are written, not
+/// accumulated; any of dx, dw, db may be an empty view (not computed).
+///
+/// \param x   [B, T, C] the forward's input.
+/// \param w   [C, E] the forward's weight.
+/// \param dy  [B, T, E] gradient of the output.
+/// \param dx  [B, T, C] gradient of x, or empty.
+/// \param dw  [C, E] gradient of w, or empty.
+/// \param db  [E] gradient of the bias, or empty.
+/// \throws shape_error when the extents disagree, before anything is written.
+template <class Policy, class G, class Space, class T = std::remove_const_t<G>>
+void project_backward(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 2, Space> w,
+                      tensor_view<G, 3, Space> dy, output_view<T, 3, Space> dx,
+                      output_view<T, 2, Space> dw = {}, output_view<T, 1, Space> db = {}) {
+  detail::check_policy<Policy, T, Space>();
+  const detail::checker c{"project_backward"};
+  c.view("x", x);
+  detail::check_projection_backward(c, x, "w", w, "dy", tensor_view<const T, 3, Space>(dy), "dw",
+                                    dw, "db", db);
+  detail::check_dx(c, x, dx);
+  backend<Policy>::run(policy, projection_backward_args<T, Space>{x, 1, {w}, {dy}, dx, {dw}, {db}});
 }
 
 }  // namespace attn

@@ -26,7 +26,34 @@ struct scores_args {
   }
 };
 
+/// Arguments of `scaled_scores_backward`: dq = scale * ds k, dk = scale * sum over the query
+/// heads of each key head of ds^T q. Empty outputs are not computed.
+template <class T, class Space = host_space>
+struct scores_backward_args {
+  tensor_view<const T, 4, Space> q, k, ds;  ///< [B, H, Tq, D], [B, Hkv, Tk, D], [B, H, Tq, Tk]
+  tensor_view<T, 4, Space> dq, dk;          ///< like q, like k
+  attention_shape shape;
+  double scale = 1;
+
+  template <class F>
+  auto map(F&& f) const {
+    using S = typename std::remove_cvref_t<F>::target_space;
+    return scores_backward_args<T, S>{f(q), f(k), f(ds), f(dq), f(dk), shape, scale};
+  }
+};
+
 namespace detail {
+/// An optional gradient view: empty, or the extents of `like` (named `like_name`).
+template <class T, class U, int R, class S>
+void check_like(const checker& c, const char* name, const tensor_view<T, R, S>& g,
+                const char* like_name, const tensor_view<U, R, S>& like) {
+  if (!given(g)) return;
+  c.output(name, g);
+  for (int i = 0; i < R; ++i)
+    c.same(std::string(name) + " extent " + std::to_string(i), g.extent(i),
+           std::string(like_name) + " extent " + std::to_string(i), like.extent(i));
+}
+
 /// Checks shared by every function that takes q [B, H, Tq, D] and k [B, Hkv, Tk, D] (Hkv
 /// divides H), and the shape they give (value_dim still 0).
 template <class Q, class K>
@@ -63,6 +90,36 @@ void scaled_scores(const Policy& policy, input_view<T, 4, Space> q, input_view<T
   c.same("s.Tk (extent 3)", s.extent(3), "k.Tk (extent 2)", k.extent(2));
   const double sc = c.scale<T>(scale, q.extent(3));
   backend<Policy>::run(policy, scores_args<T, Space>{q, k, s, shape, sc});
+}
+
+/// The gradients of `scaled_scores` from ds = dLoss/ds: `dq = scale * ds k` and
+/// `dk = scale * ds^T q` (with grouped key heads, summed over the query heads of a group).
+/// Gradients are written, not accumulated; dq or dk may be an empty view (not computed).
+///
+/// \param q      [B, H, Tq, D] the forward's queries.
+/// \param k      [B, Hkv, Tk, D] the forward's keys.
+/// \param ds     [B, H, Tq, Tk] gradient of the scores.
+/// \param dq     [B, H, Tq, D] gradient of q, or empty.
+/// \param dk     [B, Hkv, Tk, D] gradient of k, or empty.
+/// \param scale  the forward's multiplier, default 1/sqrt(D).
+/// \throws shape_error when the extents disagree, before anything is written.
+template <class Policy, class G, class Space, class T = std::remove_const_t<G>>
+void scaled_scores_backward(const Policy& policy, input_view<T, 4, Space> q,
+                            input_view<T, 4, Space> k, tensor_view<G, 4, Space> ds,
+                            output_view<T, 4, Space> dq, output_view<T, 4, Space> dk,
+                            std::optional<double> scale = std::nullopt) {
+  detail::check_policy<Policy, T, Space>();
+  const detail::checker c{"scaled_scores_backward"};
+  const attention_shape shape = detail::check_qk(c, q, k);
+  c.view("ds", ds);
+  c.same("ds.B (extent 0)", ds.extent(0), "q.B (extent 0)", q.extent(0));
+  c.same("ds.H (extent 1)", ds.extent(1), "q.H (extent 1)", q.extent(1));
+  c.same("ds.Tq (extent 2)", ds.extent(2), "q.Tq (extent 2)", q.extent(2));
+  c.same("ds.Tk (extent 3)", ds.extent(3), "k.Tk (extent 2)", k.extent(2));
+  detail::check_like(c, "dq", dq, "q", q);
+  detail::check_like(c, "dk", dk, "k", k);
+  const double sc = c.scale<T>(scale, q.extent(3));
+  backend<Policy>::run(policy, scores_backward_args<T, Space>{q, k, ds, dq, dk, shape, sc});
 }
 
 }  // namespace attn

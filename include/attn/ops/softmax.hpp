@@ -2,6 +2,8 @@
 /// \file
 /// Seed stage 4: the stable row softmax.
 
+#include <string>
+
 #include "attn/core/check.hpp"
 #include "attn/core/policy.hpp"
 
@@ -19,6 +21,19 @@ struct softmax_args {
   }
 };
 
+/// Arguments of `softmax_rows_backward`: ds = p * (dp - rowsum(dp * p)); ds may be dp.
+template <class T, class Space = host_space>
+struct softmax_backward_args {
+  tensor_view<const T, 4, Space> p, dp;  ///< [B, H, Tq, Tk] each
+  tensor_view<T, 4, Space> ds;           ///< [B, H, Tq, Tk]
+
+  template <class F>
+  auto map(F&& f) const {
+    using S = typename std::remove_cvref_t<F>::target_space;
+    return softmax_backward_args<T, S>{f(p), f(dp), f(ds)};
+  }
+};
+
 /// In place, for every row: `s[.., i, j] = exp(s[.., i, j] - m) / sum_j exp(s[.., i, j] - m)`
 /// with `m` the row maximum. Entries of -inf (masked) become exactly 0, and a row of only
 /// -inf becomes all zeros (never NaN). A NaN in a row makes that row NaN.
@@ -31,6 +46,30 @@ void softmax_rows(const Policy& policy, tensor_view<T, 4, Space> s) {
   const detail::checker c{"softmax_rows"};
   c.output("s", s);
   backend<Policy>::run(policy, softmax_args<T, Space>{s});
+}
+
+/// The gradient of `softmax_rows` from dp = dLoss/dp and the forward's probabilities p:
+/// `ds[.., i, j] = p[.., i, j] * (dp[.., i, j] - sum_k dp[.., i, k] p[.., i, k])`. ds may be the
+/// same view as dp (in place); written, not accumulated.
+///
+/// \param p   [B, H, Tq, Tk] the forward's output.
+/// \param dp  [B, H, Tq, Tk] gradient of the probabilities.
+/// \param ds  [B, H, Tq, Tk] gradient of the scores.
+/// \throws shape_error when the extents disagree, before anything is written.
+template <class Policy, class G, class Space, class T = std::remove_const_t<G>>
+void softmax_rows_backward(const Policy& policy, input_view<T, 4, Space> p,
+                           tensor_view<G, 4, Space> dp, output_view<T, 4, Space> ds) {
+  detail::check_policy<Policy, T, Space>();
+  const detail::checker c{"softmax_rows_backward"};
+  c.view("p", p);
+  c.view("dp", dp);
+  c.output("ds", ds);
+  for (int i = 0; i < 4; ++i) {
+    const std::string axis = " extent " + std::to_string(i);
+    c.same("dp" + axis, dp.extent(i), "p" + axis, p.extent(i));
+    c.same("ds" + axis, ds.extent(i), "p" + axis, p.extent(i));
+  }
+  backend<Policy>::run(policy, softmax_backward_args<T, Space>{p, dp, ds});
 }
 
 }  // namespace attn

@@ -7,6 +7,7 @@
 #include "attn/core/check.hpp"
 #include "attn/core/policy.hpp"
 #include "attn/core/problem.hpp"
+#include "attn/ops/scores.hpp"
 
 namespace attn {
 
@@ -24,6 +25,35 @@ struct weighted_values_args {
   }
 };
 
+/// Arguments of `weighted_values_backward`: dp = d_o v^T, dv = sum over the query heads of
+/// each value head of p^T d_o. Empty outputs are not computed.
+template <class T, class Space = host_space>
+struct weighted_values_backward_args {
+  tensor_view<const T, 4, Space> p, v, d_o;  ///< [B, H, Tq, Tk], [B, Hkv, Tk, Dv], [B, H, Tq, Dv]
+  tensor_view<T, 4, Space> dp, dv;           ///< like p, like v
+  attention_shape shape;
+
+  template <class F>
+  auto map(F&& f) const {
+    using S = typename std::remove_cvref_t<F>::target_space;
+    return weighted_values_backward_args<T, S>{f(p), f(v), f(d_o), f(dp), f(dv), shape};
+  }
+};
+
+namespace detail {
+template <class P, class V>
+attention_shape check_pv(const checker& c, const P& p, const V& v) {
+  c.view("p", p);
+  c.view("v", v);
+  c.same("v.B (extent 0)", v.extent(0), "p.B (extent 0)", p.extent(0));
+  if (v.extent(1) == 0 ? p.extent(1) != 0 : p.extent(1) % v.extent(1) != 0)
+    c.fail("v.H (extent 1) is " + std::to_string(v.extent(1)) + " but p.H (extent 1) is " +
+           std::to_string(p.extent(1)) + "; the value heads must divide the query heads");
+  c.same("v.Tk (extent 2)", v.extent(2), "p.Tk (extent 3)", p.extent(3));
+  return {p.extent(0), p.extent(1), v.extent(1), p.extent(2), v.extent(2), 0, v.extent(3)};
+}
+}  // namespace detail
+
 /// `o[b, h, i, :] = sum_j p[b, h, i, j] * v[b, h / (H / Hkv), j, :]`.
 ///
 /// \param p  [B, H, Tq, Tk] probabilities (any weights).
@@ -35,21 +65,40 @@ void weighted_values(const Policy& policy, input_view<T, 4, Space> p, input_view
                      tensor_view<T, 4, Space> o) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"weighted_values"};
-  c.view("p", p);
-  c.view("v", v);
+  const attention_shape shape = detail::check_pv(c, p, v);
   c.output("o", o);
-  c.same("v.B (extent 0)", v.extent(0), "p.B (extent 0)", p.extent(0));
-  if (v.extent(1) == 0 ? p.extent(1) != 0 : p.extent(1) % v.extent(1) != 0)
-    c.fail("v.H (extent 1) is " + std::to_string(v.extent(1)) + " but p.H (extent 1) is " +
-           std::to_string(p.extent(1)) + "; the value heads must divide the query heads");
-  c.same("v.Tk (extent 2)", v.extent(2), "p.Tk (extent 3)", p.extent(3));
   c.same("o.B (extent 0)", o.extent(0), "p.B (extent 0)", p.extent(0));
   c.same("o.H (extent 1)", o.extent(1), "p.H (extent 1)", p.extent(1));
   c.same("o.Tq (extent 2)", o.extent(2), "p.Tq (extent 2)", p.extent(2));
   c.same("o.Dv (extent 3)", o.extent(3), "v.Dv (extent 3)", v.extent(3));
-  const attention_shape shape{p.extent(0), p.extent(1), v.extent(1), p.extent(2),
-                              v.extent(2), 0,           v.extent(3)};
   backend<Policy>::run(policy, weighted_values_args<T, Space>{p, v, o, shape});
+}
+
+/// The gradients of `weighted_values` from d_o = dLoss/do: `dp = d_o v^T` and `dv = p^T d_o`
+/// (with grouped value heads, summed over the query heads of a group). Written, not
+/// accumulated; dp or dv may be an empty view (not computed).
+///
+/// \param p    [B, H, Tq, Tk] the forward's weights.
+/// \param v    [B, Hkv, Tk, Dv] the forward's values.
+/// \param d_o  [B, H, Tq, Dv] gradient of the output.
+/// \param dp   [B, H, Tq, Tk] gradient of p, or empty.
+/// \param dv   [B, Hkv, Tk, Dv] gradient of v, or empty.
+/// \throws shape_error when the extents disagree, before anything is written.
+template <class Policy, class G, class Space, class T = std::remove_const_t<G>>
+void weighted_values_backward(const Policy& policy, input_view<T, 4, Space> p,
+                              input_view<T, 4, Space> v, tensor_view<G, 4, Space> d_o,
+                              output_view<T, 4, Space> dp, output_view<T, 4, Space> dv) {
+  detail::check_policy<Policy, T, Space>();
+  const detail::checker c{"weighted_values_backward"};
+  const attention_shape shape = detail::check_pv(c, p, v);
+  c.view("d_o", d_o);
+  c.same("d_o.B (extent 0)", d_o.extent(0), "p.B (extent 0)", p.extent(0));
+  c.same("d_o.H (extent 1)", d_o.extent(1), "p.H (extent 1)", p.extent(1));
+  c.same("d_o.Tq (extent 2)", d_o.extent(2), "p.Tq (extent 2)", p.extent(2));
+  c.same("d_o.Dv (extent 3)", d_o.extent(3), "v.Dv (extent 3)", v.extent(3));
+  detail::check_like(c, "dp", dp, "p", p);
+  detail::check_like(c, "dv", dv, "v", v);
+  backend<Policy>::run(policy, weighted_values_backward_args<T, Space>{p, v, d_o, dp, dv, shape});
 }
 
 }  // namespace attn

@@ -10,6 +10,7 @@
 
 #include "attn/backend/cpu/eigen_map.hpp"
 #include "attn/backend/cpu/flash.hpp"
+#include "attn/backend/cpu/flash_backward.hpp"
 #include "attn/backend/cpu/parallel.hpp"
 #include "attn/core/numeric.hpp"
 #include "attn/core/policy.hpp"
@@ -79,14 +80,14 @@ struct backend<cpu_policy> {
   template <class T>
   static void run(const cpu_policy& p, const mask_args<T>& a) {
     const visibility vis(a.mask, a.s.extent(2), a.s.extent(3));
+    const T fill = a.gradient ? T(0) : -std::numeric_limits<T>::infinity();
     for_row_blocks(p, a.s, double(a.s.extent(3)),
                    [&](index_t b, index_t h, index_t i0, index_t rows) {
                      const auto S = cpu_detail::rows_of(a.s, b, h, i0, rows);
                      for (index_t r = 0; r < rows; ++r) {
                        const key_range keys = vis.row(i0 + r);
                        for (index_t c = 0; c < S.cols; ++c)
-                         if (c < keys.begin || c >= keys.end)
-                           S(r, c) = -std::numeric_limits<T>::infinity();
+                         if (c < keys.begin || c >= keys.end) S(r, c) = fill;
                      }
                    });
   }
@@ -133,7 +134,127 @@ struct backend<cpu_policy> {
     cpu_detail::flash_attention<T>(p, a);
   }
 
+  /// dx = sum_n dy[n] w[n]^T by blocks of rows; dw[n] = sum_b x_b^T dy[n]_b by blocks of C
+  /// (batches added in order); db[n] by columns: every element summed in one fixed order.
+  template <class T>
+  static void run(const cpu_policy& p, const projection_backward_args<T>& a) {
+    using cpu_detail::matrix;
+    const index_t B = a.x.extent(0), rows = a.x.extent(1), C = a.x.extent(2);
+    matrix<T> w_pack[3];
+    std::vector<Eigen::Map<const matrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>> W;
+    double flops = 0;
+    for (int n = 0; n < a.count; ++n) {
+      W.push_back(cpu_detail::read(cpu_detail::whole(a.w[n]), w_pack[n]));
+      flops += 2.0 * double(block_rows * C * a.w[n].extent(1));
+    }
+    const index_t blocks = (rows + block_rows - 1) / block_rows;
+    if (!a.dx.empty())
+      cpu_detail::parallel_for(
+          cpu_detail::worker_count(p, B * blocks, flops), B * blocks, [&](index_t item) {
+            const index_t b = item / blocks, i0 = (item % blocks) * block_rows;
+            const index_t r = std::min(block_rows, rows - i0);
+            cpu_detail::write(cpu_detail::rows_of(a.dx, b, i0, r), [&](auto DX) {
+              DX.setZero();
+              for (int n = 0; n < a.count; ++n) {
+                if (a.w[n].extent(1) == 0) continue;
+                matrix<T> dy_pack;
+                const auto DY = cpu_detail::read(cpu_detail::rows_of(a.dy[n], b, i0, r), dy_pack);
+                DX.noalias() += DY * W[n].transpose();
+              }
+            });
+          });
+    for (int n = 0; n < a.count; ++n) {
+      const index_t E = a.w[n].extent(1);
+      if (!a.dw[n].empty()) {
+        const index_t c_blocks = (C + 63) / 64;
+        cpu_detail::parallel_for(
+            cpu_detail::worker_count(p, c_blocks, 2.0 * 64 * double(B * rows * E)), c_blocks,
+            [&](index_t cb) {
+              const index_t c0 = cb * 64, cn = std::min<index_t>(64, C - c0);
+              matrix<T> acc = matrix<T>::Zero(cn, E), x_pack, dy_pack;
+              for (index_t b = 0; b < B; ++b)
+                for (index_t i0 = 0; i0 < rows; i0 += block_rows) {
+                  const index_t r = std::min(block_rows, rows - i0);
+                  const auto X = cpu_detail::read(cpu_detail::rows_of(a.x, b, i0, r), x_pack);
+                  const auto DY = cpu_detail::read(cpu_detail::rows_of(a.dy[n], b, i0, r), dy_pack);
+                  acc.noalias() += X.middleCols(c0, cn).transpose() * DY;
+                }
+              for (index_t c = 0; c < cn; ++c)
+                for (index_t e = 0; e < E; ++e) a.dw[n](c0 + c, e) = acc(c, e);
+            });
+      }
+      if (!a.db[n].empty())
+        for (index_t e = 0; e < E; ++e) {
+          T acc = 0;
+          for (index_t b = 0; b < B; ++b)
+            for (index_t t = 0; t < rows; ++t) acc += a.dy[n](b, t, e);
+          a.db[n](e) = acc;
+        }
+    }
+  }
+
+  /// dq = scale ds k by blocks of query rows; dk = scale sum over the group of ds^T q by
+  /// blocks of key rows (query heads added in order).
+  template <class T>
+  static void run(const cpu_policy& p, const scores_backward_args<T>& a) {
+    if (!a.dq.empty()) gemm_rows<false>(p, a.ds, a.k, a.dq, a.shape, T(a.scale));
+    if (!a.dk.empty()) gemm_transposed_sum(p, a.ds, a.q, a.dk, a.shape, T(a.scale));
+  }
+
+  /// ds = p * (dp - rowsum(dp * p)); the row sum is taken before ds is written (ds may be dp).
+  template <class T>
+  static void run(const cpu_policy& pol, const softmax_backward_args<T>& a) {
+    for_row_blocks(pol, a.ds, 4.0 * double(a.ds.extent(3)),
+                   [&](index_t b, index_t h, index_t i0, index_t rows) {
+                     const auto P = cpu_detail::rows_of(a.p, b, h, i0, rows);
+                     const auto dP = cpu_detail::rows_of(a.dp, b, h, i0, rows);
+                     const auto dS = cpu_detail::rows_of(a.ds, b, h, i0, rows);
+                     for (index_t r = 0; r < rows; ++r) {
+                       T dot = 0;
+                       for (index_t c = 0; c < P.cols; ++c) dot += dP(r, c) * P(r, c);
+                       for (index_t c = 0; c < P.cols; ++c) dS(r, c) = P(r, c) * (dP(r, c) - dot);
+                     }
+                   });
+  }
+
+  /// dp = d_o v^T by blocks of query rows; dv = sum over the group of p^T d_o by blocks of key
+  /// rows.
+  template <class T>
+  static void run(const cpu_policy& p, const weighted_values_backward_args<T>& a) {
+    if (!a.dp.empty()) gemm_rows<true>(p, a.d_o, a.v, a.dp, a.shape, T(1));
+    if (!a.dv.empty()) gemm_transposed_sum(p, a.p, a.d_o, a.dv, a.shape, T(1));
+  }
+
+  template <class T>
+  static void run(const cpu_policy& p, const attention_backward_args<T>& a) {
+    cpu_detail::flash_attention_backward<T>(p, a);
+  }
+
  private:
+  /// c[b, hk] = alpha * sum over the query heads h of group hk of a[b, h]^T m[b, h], by blocks
+  /// of rows of c (a [Tq, N] and m [Tq, E] per head; c [N, E] per key head).
+  template <class T>
+  static void gemm_transposed_sum(const cpu_policy& p, tensor_view<const T, 4> a,
+                                  tensor_view<const T, 4> m, tensor_view<T, 4> c,
+                                  const attention_shape& shape, T alpha) {
+    const index_t G = shape.group(), Tq = a.extent(2);
+    for_row_blocks(
+        p, c, 2.0 * double(G * Tq * m.extent(3)),
+        [&](index_t b, index_t hk, index_t j0, index_t rows) {
+          cpu_detail::write(cpu_detail::rows_of(c, b, hk, j0, rows), [&](auto C) {
+            C.setZero();
+            if (Tq == 0) return;
+            cpu_detail::matrix<T> a_pack, m_pack;
+            for (index_t g = 0; g < G; ++g) {
+              const index_t h = hk * G + g;
+              const auto A = cpu_detail::read(cpu_detail::rows_of(a, b, h, 0, Tq), a_pack);
+              const auto M = cpu_detail::read(cpu_detail::rows_of(m, b, h, 0, Tq), m_pack);
+              C.noalias() += alpha * A.middleCols(j0, rows).transpose() * M;
+            }
+          });
+        });
+  }
+
   /// c[b, h] = alpha * a[b, h] * op(m[b, h / group]) for every (batch, head), by blocks of
   /// rows of a and c; op transposes when `TransposeM` (scores: Q K^T) and is the identity
   /// otherwise (weighted values: P V).

@@ -22,8 +22,8 @@
 namespace attn::cpu_detail {
 
 /// Keys of batch row b: its length when lengths are given, else Tk.
-template <class T>
-index_t kv_length(const attention_args<T>& a, index_t b) {
+template <class Args>
+index_t kv_length(const Args& a, index_t b) {
   return a.kv_lengths.empty() ? a.shape.kv_len : index_t(a.kv_lengths(b));
 }
 

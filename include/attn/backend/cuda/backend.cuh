@@ -12,6 +12,7 @@
 
 #include "attn/backend/cuda/common.cuh"
 #include "attn/backend/cuda/copy.cuh"
+#include "attn/backend/cuda/flash_backward.cuh"
 #include "attn/backend/cuda/flash_fp32.cuh"
 #include "attn/backend/cuda/flash_mma.cuh"
 #include "attn/backend/cuda/gemm.cuh"
@@ -98,6 +99,85 @@ void flash(cudaStream_t stream, const attention_args<T, device_space>& a) {
   }
 }
 
+template <class T, bool Causal>
+void flash_backward(cudaStream_t stream, const attention_backward_args<T, device_space>& a) {
+  const attention_shape& s = a.shape;
+  const int D = static_cast<int>(s.head_dim), Dv = static_cast<int>(s.value_dim);
+  const int widest = D > Dv ? D : Dv;
+  if (widest > 256)
+    throw backend_error("attn: the CUDA attention backward supports head dims up to 256, not " +
+                        std::to_string(widest) + " (use the stages)");
+  if (s.batch > 65535 || s.heads > 65535)
+    throw backend_error("attn: CUDA attention backward: B and H must be at most 65535");
+  const auto optional = [](const tensor_view<T, 4, device_space>& t, index_t group = 1) {
+    return t.empty() ? batched<T>{nullptr, 0, 0, 0, 0, 1} : as_batched<T>(t, false, group);
+  };
+  const flash_backward_params<T> f{as_batched<const T>(a.q),
+                                   as_batched<const T>(a.k, false, s.group()),
+                                   as_batched<const T>(a.v, false, s.group()),
+                                   as_batched<const T>(a.o),
+                                   as_batched<const T>(a.d_o),
+                                   a.lse.data(),
+                                   a.lse.stride(0),
+                                   a.lse.stride(1),
+                                   a.lse.stride(2),
+                                   optional(a.dq),
+                                   optional(a.dk),
+                                   optional(a.dv),
+                                   a.kv_lengths.empty() ? nullptr : a.kv_lengths.data(),
+                                   a.kv_lengths.empty() ? 0 : a.kv_lengths.stride(0),
+                                   s.q_len,
+                                   s.kv_len,
+                                   D,
+                                   Dv,
+                                   static_cast<int>(s.group()),
+                                   a.mask,
+                                   static_cast<float>(a.scale),
+                                   static_cast<float>(a.scale) * log2e};
+  auto run = [&](auto chunks) {
+    constexpr int C = decltype(chunks)::value;
+    const std::size_t bytes = flash_backward_shared(C);
+    if (f.dq.p != nullptr && s.q_len > 0) {
+      auto* kernel = &flash_backward_dq_kernel<T, C, Causal>;
+      check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
+      ATTN_CUDA_LAUNCH(kernel,
+                       dim3(blocks_for(s.q_len, bwd_tile), unsigned(s.heads), unsigned(s.batch)),
+                       dim3(32 * bwd_warps), bytes, stream, f);
+    }
+    if ((f.dk.p != nullptr || f.dv.p != nullptr) && s.kv_len > 0) {
+      auto* kernel = &flash_backward_dkdv_kernel<T, C, Causal>;
+      check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
+      ATTN_CUDA_LAUNCH(
+          kernel, dim3(blocks_for(s.kv_len, bwd_tile), unsigned(s.kv_heads), unsigned(s.batch)),
+          dim3(32 * bwd_warps), bytes, stream, f);
+    }
+  };
+  if (widest <= 64)
+    run(std::integral_constant<int, 2>{});
+  else if (widest <= 128)
+    run(std::integral_constant<int, 4>{});
+  else
+    run(std::integral_constant<int, 8>{});
+}
+
+/// c (N, E) [+]= alpha * a^T b for matrices of one batch: a (M, N), b (M, E) as batched
+/// operands at (z0, z1); when `sum_z1` consecutive z1 share one c, they are added in order.
+template <class T>
+void gemm_transposed_sum(cudaStream_t stream, const tensor_view<const T, 4, device_space>& a,
+                         const tensor_view<const T, 4, device_space>& m,
+                         const tensor_view<T, 4, device_space>& c, index_t group, float alpha) {
+  // c[b, hk] = alpha * sum_g a[b, hk G + g]^T m[b, hk G + g]: G queued GEMMs, each over all
+  // (b, hk), the g-th head of every group by offset.
+  for (index_t g = 0; g < group; ++g) {
+    const batched<const T> at{a.data() + g * a.stride(1), a.stride(0), group * a.stride(1),
+                              a.stride(3), a.stride(2)};
+    const batched<const T> mt{m.data() + g * m.stride(1), m.stride(0), group * m.stride(1),
+                              m.stride(2), m.stride(3)};
+    gemm<T>(stream, at, mt, as_batched<T>(c), bias_view<T>{}, c.extent(0), c.extent(1), c.extent(2),
+            c.extent(3), a.extent(2), alpha, g > 0);
+  }
+}
+
 }  // namespace cuda_detail
 
 /// y[n] [B, T, E_n] = x [B, T, C] w[n] [C, E_n] + bias[n] [E_n], one GEMM launch each.
@@ -130,12 +210,14 @@ void backend<cuda_policy>::run(const cuda_policy& policy, const scores_args<T, d
 
 template <class T>
 void backend<cuda_policy>::run(const cuda_policy& policy, const mask_args<T, device_space>& a) {
-  cuda_detail::row_launch<T>(&cuda_detail::mask_kernel<T>, policy.stream, a.s, a.mask);
+  cuda_detail::row_launch<T>(&cuda_detail::mask_kernel<T>, policy.stream, a.s,
+                             cuda_detail::mask_fill{a.mask, a.gradient});
 }
 
 template <class T>
 void backend<cuda_policy>::run(const cuda_policy& policy, const softmax_args<T, device_space>& a) {
-  cuda_detail::row_launch<T>(&cuda_detail::softmax_kernel<T>, policy.stream, a.s, mask_spec{});
+  cuda_detail::row_launch<T>(&cuda_detail::softmax_kernel<T>, policy.stream, a.s,
+                             cuda_detail::mask_fill{});
 }
 
 /// o (Tq, Dv) = p (Tq, Tk) v (Tk, Dv) per (b, h).
@@ -156,6 +238,97 @@ void backend<cuda_policy>::run(const cuda_policy& policy,
     cuda_detail::flash<T, true>(policy.stream, a);
   else
     cuda_detail::flash<T, false>(policy.stream, a);
+}
+
+/// dx = sum_n dy[n] w[n]^T, dw[n] = sum_b x_b^T dy[n]_b, db[n] = column sums of dy[n]: GEMM
+/// launches queued in a fixed order.
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const projection_backward_args<T, device_space>& a) {
+  using namespace cuda_detail;
+  const auto& x = a.x;
+  const index_t B = x.extent(0), rows = x.extent(1), C = x.extent(2);
+  if (!a.dx.empty()) {
+    bool first = true;
+    for (int n = 0; n < a.count; ++n) {
+      const auto& dy = a.dy[n];
+      const auto& w = a.w[n];
+      if (w.extent(1) == 0) continue;
+      // dx (T, C) = dy (T, E) w^T (E, C) per batch entry
+      gemm<T>(policy.stream,
+              batched<const T>{dy.data(), dy.stride(0), 0, dy.stride(1), dy.stride(2)},
+              batched<const T>{w.data(), 0, 0, w.stride(1), w.stride(0)},
+              batched<T>{a.dx.data(), a.dx.stride(0), 0, a.dx.stride(1), a.dx.stride(2)},
+              bias_view<T>{}, B, 1, rows, C, w.extent(1), 1.0f, !first);
+      first = false;
+    }
+    if (first) {  // no projection has outputs: dx = 0
+      device_tensor<T, 3> zero(dims<3>{B, rows, C});
+      ATTN_CUDA_CHECK(cudaMemsetAsync(zero.data(), 0, zero.bytes(), policy.stream));
+      strided_copy<T>(policy.stream, as_rank4(tensor_view<const T, 3, device_space>(zero.view())),
+                      as_rank4(a.dx));
+      ATTN_CUDA_CHECK(cudaStreamSynchronize(policy.stream));
+    }
+  }
+  for (int n = 0; n < a.count; ++n) {
+    const auto& dy = a.dy[n];
+    if (!a.dw[n].empty())
+      for (index_t b = 0; b < B; ++b)  // dw (C, E) += x_b^T (C, T) dy_b (T, E)
+        gemm<T>(policy.stream,
+                batched<const T>{x.data() + b * x.stride(0), 0, 0, x.stride(2), x.stride(1)},
+                batched<const T>{dy.data() + b * dy.stride(0), 0, 0, dy.stride(1), dy.stride(2)},
+                batched<T>{a.dw[n].data(), 0, 0, a.dw[n].stride(0), a.dw[n].stride(1)},
+                bias_view<T>{}, 1, 1, C, dy.extent(2), rows, 1.0f, b > 0);
+    if (!a.db[n].empty()) column_sums<T>(policy.stream, dy, a.db[n]);
+  }
+}
+
+/// dq = scale ds k (per head, its key head), dk = scale sum over the group of ds^T q.
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const scores_backward_args<T, device_space>& a) {
+  using namespace cuda_detail;
+  if (!a.dq.empty())
+    gemm<T>(policy.stream, as_batched<const T>(a.ds),
+            as_batched<const T>(a.k, false, a.shape.group()), as_batched<T>(a.dq), bias_view<T>{},
+            a.dq.extent(0), a.dq.extent(1), a.dq.extent(2), a.dq.extent(3), a.ds.extent(3),
+            static_cast<float>(a.scale));
+  if (!a.dk.empty())
+    gemm_transposed_sum<T>(policy.stream, a.ds, a.q, a.dk, a.shape.group(),
+                           static_cast<float>(a.scale));
+}
+
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const softmax_backward_args<T, device_space>& a) {
+  using namespace cuda_detail;
+  const index_t rows = a.ds.extent(0) * a.ds.extent(1) * a.ds.extent(2);
+  if (rows == 0 || a.ds.extent(3) == 0) return;
+  ATTN_CUDA_LAUNCH(&softmax_backward_kernel<T>, dim3(blocks_for(rows, row_warps)),
+                   dim3(32 * row_warps), 0, policy.stream, as_batched<const T>(a.p),
+                   as_batched<const T>(a.dp), as_batched<T>(a.ds), a.ds.extent(1), a.ds.extent(2),
+                   a.ds.extent(3), rows);
+}
+
+/// dp = d_o v^T (per head, its value head), dv = sum over the group of p^T d_o.
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const weighted_values_backward_args<T, device_space>& a) {
+  using namespace cuda_detail;
+  if (!a.dp.empty())
+    gemm<T>(policy.stream, as_batched<const T>(a.d_o),
+            as_batched<const T>(a.v, true, a.shape.group()), as_batched<T>(a.dp), bias_view<T>{},
+            a.dp.extent(0), a.dp.extent(1), a.dp.extent(2), a.dp.extent(3), a.d_o.extent(3), 1.0f);
+  if (!a.dv.empty()) gemm_transposed_sum<T>(policy.stream, a.p, a.d_o, a.dv, a.shape.group(), 1.0f);
+}
+
+template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy,
+                               const attention_backward_args<T, device_space>& a) {
+  if (a.mask.causal)
+    cuda_detail::flash_backward<T, true>(policy.stream, a);
+  else
+    cuda_detail::flash_backward<T, false>(policy.stream, a);
 }
 
 template <class T>

@@ -55,13 +55,14 @@ struct backend<reference_policy> {
     });
   }
 
-  /// -inf where the mask hides a key.
+  /// -inf (forward) or 0 (gradient) where the mask hides a key.
   template <class T>
   static void run(const reference_policy&, const mask_args<T>& a) {
     const visibility vis(a.mask, a.s.extent(2), a.s.extent(3));
+    const T fill = a.gradient ? T(0) : -std::numeric_limits<T>::infinity();
     for_rows(a.s, [&](index_t b, index_t h, index_t i) {
       for (index_t j = 0; j < a.s.extent(3); ++j)
-        if (!vis.visible(i, j)) a.s(b, h, i, j) = -std::numeric_limits<T>::infinity();
+        if (!vis.visible(i, j)) a.s(b, h, i, j) = fill;
     });
   }
 
@@ -110,6 +111,157 @@ struct backend<reference_policy> {
       for (index_t d = 0; d < a.o.extent(3); ++d) a.o(b, h, i, d) = T(acc[d]);
       if (a.lse.data() != nullptr) a.lse(b, h, i) = accum_t<T>(lse);
     });
+  }
+
+  /// dx = sum_n dy[n] w[n]^T, dw[n] = sum_{b,t} x^T dy[n], db[n] = sum_{b,t} dy[n].
+  template <class T>
+  static void run(const reference_policy&, const projection_backward_args<T>& a) {
+    const index_t B = a.x.extent(0), T_ = a.x.extent(1), C = a.x.extent(2);
+    if (!a.dx.empty())
+      for (index_t b = 0; b < B; ++b)
+        for (index_t t = 0; t < T_; ++t)
+          for (index_t c = 0; c < C; ++c) {
+            double acc = 0;
+            for (int n = 0; n < a.count; ++n)
+              for (index_t e = 0; e < a.w[n].extent(1); ++e)
+                acc += double(a.dy[n](b, t, e)) * double(a.w[n](c, e));
+            a.dx(b, t, c) = T(acc);
+          }
+    for (int n = 0; n < a.count; ++n) {
+      const index_t E = a.w[n].extent(1);
+      if (!a.dw[n].empty())
+        for (index_t c = 0; c < C; ++c)
+          for (index_t e = 0; e < E; ++e) {
+            double acc = 0;
+            for (index_t b = 0; b < B; ++b)
+              for (index_t t = 0; t < T_; ++t)
+                acc += double(a.x(b, t, c)) * double(a.dy[n](b, t, e));
+            a.dw[n](c, e) = T(acc);
+          }
+      if (!a.db[n].empty())
+        for (index_t e = 0; e < E; ++e) {
+          double acc = 0;
+          for (index_t b = 0; b < B; ++b)
+            for (index_t t = 0; t < T_; ++t) acc += double(a.dy[n](b, t, e));
+          a.db[n](e) = T(acc);
+        }
+    }
+  }
+
+  /// dq = scale ds k, dk = scale sum over the group of ds^T q.
+  template <class T>
+  static void run(const reference_policy&, const scores_backward_args<T>& a) {
+    const attention_shape& s = a.shape;
+    if (!a.dq.empty())
+      for_rows(a.dq, [&](index_t b, index_t h, index_t i) {
+        for (index_t d = 0; d < s.head_dim; ++d) {
+          double acc = 0;
+          for (index_t j = 0; j < s.kv_len; ++j)
+            acc += double(a.ds(b, h, i, j)) * double(a.k(b, s.kv_head(h), j, d));
+          a.dq(b, h, i, d) = T(a.scale * acc);
+        }
+      });
+    if (!a.dk.empty())
+      for_rows(a.dk, [&](index_t b, index_t hk, index_t j) {
+        for (index_t d = 0; d < s.head_dim; ++d) {
+          double acc = 0;
+          for (index_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
+            for (index_t i = 0; i < s.q_len; ++i)
+              acc += double(a.ds(b, h, i, j)) * double(a.q(b, h, i, d));
+          a.dk(b, hk, j, d) = T(a.scale * acc);
+        }
+      });
+  }
+
+  /// ds = p * (dp - rowsum(dp * p)), in place when ds is dp.
+  template <class T>
+  static void run(const reference_policy&, const softmax_backward_args<T>& a) {
+    for_rows(a.ds, [&](index_t b, index_t h, index_t i) {
+      double dot = 0;
+      for (index_t j = 0; j < a.p.extent(3); ++j)
+        dot += double(a.dp(b, h, i, j)) * double(a.p(b, h, i, j));
+      for (index_t j = 0; j < a.p.extent(3); ++j)
+        a.ds(b, h, i, j) = T(double(a.p(b, h, i, j)) * (double(a.dp(b, h, i, j)) - dot));
+    });
+  }
+
+  /// dp = d_o v^T, dv = sum over the group of p^T d_o.
+  template <class T>
+  static void run(const reference_policy&, const weighted_values_backward_args<T>& a) {
+    const attention_shape& s = a.shape;
+    if (!a.dp.empty())
+      for_rows(a.dp, [&](index_t b, index_t h, index_t i) {
+        for (index_t j = 0; j < s.kv_len; ++j) {
+          double acc = 0;
+          for (index_t d = 0; d < s.value_dim; ++d)
+            acc += double(a.d_o(b, h, i, d)) * double(a.v(b, s.kv_head(h), j, d));
+          a.dp(b, h, i, j) = T(acc);
+        }
+      });
+    if (!a.dv.empty())
+      for_rows(a.dv, [&](index_t b, index_t hk, index_t j) {
+        for (index_t d = 0; d < s.value_dim; ++d) {
+          double acc = 0;
+          for (index_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
+            for (index_t i = 0; i < s.q_len; ++i)
+              acc += double(a.p(b, h, i, j)) * double(a.d_o(b, h, i, d));
+          a.dv(b, hk, j, d) = T(acc);
+        }
+      });
+  }
+
+  /// The exact gradient of run(attention_args) row by row: P recomputed in double from the
+  /// scores (not from the forward's lse), dP = d_o v^T, dS = P (dP - rowsum(P dP)), then
+  /// dq = scale dS k, dk = scale dS^T q, dv = P^T d_o over the keys each row sees.
+  template <class T>
+  static void run(const reference_policy&, const attention_backward_args<T>& a) {
+    const attention_shape& s = a.shape;
+    const index_t D = s.head_dim, Dv = s.value_dim;
+    std::vector<double> dk(std::size_t(s.batch * s.kv_heads * s.kv_len * D), 0.0),
+        dv(std::size_t(s.batch * s.kv_heads * s.kv_len * Dv), 0.0), p, dp,
+        dq(static_cast<std::size_t>(D));
+    const auto at = [&](index_t b, index_t hk, index_t j, index_t n) {
+      return std::size_t(((b * s.kv_heads + hk) * s.kv_len + j) * n);
+    };
+    for (index_t b = 0; b < s.batch; ++b)
+      for (index_t h = 0; h < s.heads; ++h)
+        for (index_t i = 0; i < s.q_len; ++i) {
+          const index_t hk = s.kv_head(h);
+          const key_range keys = visibility(a.mask, s.q_len, kv_length(a, b)).row(i);
+          p.resize(std::size_t(keys.size()));
+          dp.resize(p.size());
+          for (index_t j = keys.begin; j < keys.end; ++j)
+            p[j - keys.begin] = a.scale * dot(a.q, a.k, b, h, hk, i, j);
+          softmax(p, !keys.empty());
+          double row_dot = 0;
+          for (index_t j = keys.begin; j < keys.end; ++j) {
+            double acc = 0;
+            for (index_t d = 0; d < Dv; ++d)
+              acc += double(a.d_o(b, h, i, d)) * double(a.v(b, hk, j, d));
+            dp[j - keys.begin] = acc;
+            row_dot += acc * p[j - keys.begin];
+          }
+          std::fill(dq.begin(), dq.end(), 0.0);
+          for (index_t j = keys.begin; j < keys.end; ++j) {
+            const double pj = p[j - keys.begin], ds = a.scale * pj * (dp[j - keys.begin] - row_dot);
+            for (index_t d = 0; d < D; ++d) {
+              dq[d] += ds * double(a.k(b, hk, j, d));
+              dk[at(b, hk, j, D) + d] += ds * double(a.q(b, h, i, d));
+            }
+            for (index_t d = 0; d < Dv; ++d)
+              dv[at(b, hk, j, Dv) + d] += pj * double(a.d_o(b, h, i, d));
+          }
+          if (!a.dq.empty())
+            for (index_t d = 0; d < D; ++d) a.dq(b, h, i, d) = T(dq[d]);
+        }
+    if (!a.dk.empty())
+      for_rows(a.dk, [&](index_t b, index_t hk, index_t j) {
+        for (index_t d = 0; d < D; ++d) a.dk(b, hk, j, d) = T(dk[at(b, hk, j, D) + d]);
+      });
+    if (!a.dv.empty())
+      for_rows(a.dv, [&](index_t b, index_t hk, index_t j) {
+        for (index_t d = 0; d < Dv; ++d) a.dv(b, hk, j, d) = T(dv[at(b, hk, j, Dv) + d]);
+      });
   }
 
  private:

@@ -41,6 +41,35 @@ struct flash_head {
   float scale_log2;  ///< scale * log2(e): scores in log2 units
 };
 
+/// One (batch, key head) of a float attention backward as the kernel sees it: the group's
+/// query heads are `group` heads apart by the *_hs head strides; rows by the row strides
+/// (columns of inputs contiguous, of outputs at the *_cs strides); dq (null: not computed)
+/// may be a contiguous partial buffer when key blocks are split across items.
+struct flash_backward_head {
+  const float *q, *o, *d_o, *lse;
+  index_t q_hs, qs, o_hs, os, d_o_hs, d_os, lse_hs, lse_s;
+  const float *k, *v;
+  index_t ks, vs;
+  float* dq;
+  index_t dq_hs, dqs, dq_cs;
+  float *dk, *dv;
+  index_t dks, dk_cs, dvs, dv_cs;
+  index_t D, Dv, group;
+  visibility vis;
+  float scale;
+};
+
+/// Floats of per-thread scratch of the backward kernel for an item of `keys` keys (see
+/// flash_backward_item in flash_backward.inl).
+constexpr index_t flash_backward_scratch_floats(index_t lanes, index_t bq, index_t bk, index_t Tq,
+                                                index_t keys, index_t D, index_t Dv) {
+  const auto pad = [&](index_t n) { return (n + lanes - 1) / lanes * lanes; };
+  const auto seg = [](index_t n) { return (n + 15) / 16 * 16; };
+  const index_t Dp = pad(D), Dvp = pad(Dv);
+  return 2 * seg(Tq * Dp) + seg(Tq * Dvp) + 2 * seg(Tq) + seg(keys * Dp) + seg(keys * Dvp) +
+         seg(bk * Dp) + seg(Dp * bk) + seg(Dvp * bk) + 2 * seg(bq * bk);
+}
+
 /// Floats of per-thread scratch of the kernel for items of bq queries, key blocks of bk and
 /// head dims D, Dv (the layout is flash_scratch's, in flash_kernel.inl).
 constexpr index_t flash_scratch_floats(index_t bq, index_t bk, index_t D, index_t Dv) {
@@ -88,7 +117,7 @@ struct vec {
   using reg = __m256;
   using mask = __m256;  ///< all ones in selected lanes
   static constexpr int lanes = 8, nq = 2, rk = 6;
-  static constexpr index_t bk = 128;
+  static constexpr index_t bk = 128, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm256_load_ps(p); }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
@@ -102,6 +131,10 @@ struct vec {
   static mask between(float j, reg lo, reg hi) {
     const reg jj = set1(j);
     return _mm256_and_ps(_mm256_cmp_ps(jj, lo, _CMP_GE_OQ), _mm256_cmp_ps(jj, hi, _CMP_LT_OQ));
+  }
+  /// Lanes with lo <= j < hi.
+  static mask between_lanes(reg j, reg lo, reg hi) {
+    return _mm256_and_ps(_mm256_cmp_ps(j, lo, _CMP_GE_OQ), _mm256_cmp_ps(j, hi, _CMP_LT_OQ));
   }
   /// a where m, else b.
   static reg select(mask m, reg a, reg b) { return _mm256_blendv_ps(b, a, m); }
@@ -163,6 +196,8 @@ struct vec {
 };
 #define ATTN_SIMD_NS avx2
 #include "attn/backend/cpu/simd/flash_kernel.inl"
+// (after the forward kernel, whose helpers it uses)
+#include "attn/backend/cpu/simd/flash_backward.inl"
 #undef ATTN_SIMD_NS
 }  // namespace attn::cpu_detail::avx2
 #if defined(__clang__)
@@ -184,7 +219,7 @@ struct vec {
   using reg = __m512;
   using mask = __mmask16;
   static constexpr int lanes = 16, nq = 4, rk = 6;
-  static constexpr index_t bk = 128;
+  static constexpr index_t bk = 128, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm512_load_ps(p); }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
   static reg set1(float x) { return _mm512_set1_ps(x); }
@@ -197,6 +232,9 @@ struct vec {
   static mask between(float j, reg lo, reg hi) {
     const reg jj = set1(j);
     return _mm512_cmp_ps_mask(jj, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(jj, hi, _CMP_LT_OQ);
+  }
+  static mask between_lanes(reg j, reg lo, reg hi) {
+    return _mm512_cmp_ps_mask(j, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(j, hi, _CMP_LT_OQ);
   }
   static reg select(mask m, reg a, reg b) { return _mm512_mask_blend_ps(m, b, a); }
   static reg fmadd_where(mask m, reg a, reg b, reg c) { return _mm512_mask3_fmadd_ps(a, b, c, m); }
@@ -255,6 +293,8 @@ struct vec {
 };
 #define ATTN_SIMD_NS avx512
 #include "attn/backend/cpu/simd/flash_kernel.inl"
+// (after the forward kernel, whose helpers it uses)
+#include "attn/backend/cpu/simd/flash_backward.inl"
 #undef ATTN_SIMD_NS
 }  // namespace attn::cpu_detail::avx512
 #if defined(__clang__)
@@ -274,15 +314,30 @@ struct flash_kernel {
   index_t bq = 0;       ///< query rows per work item
   index_t scratch = 0;  ///< floats of per-thread scratch for head dims D, Dv
   void (*item)(const flash_head&, index_t, index_t, bool, float*) = nullptr;
+  /// The backward: one item over key blocks [j_begin, j_end); its query and key blocks.
+  void (*backward_item)(const flash_backward_head&, index_t, index_t, float*) = nullptr;
+  index_t bq_backward = 0, bk_backward = 0, lanes = 0;
 };
 
 inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
 #if ATTN_CPU_SIMD
   switch (active_isa()) {
     case isa::avx512:
-      return {avx512::bq, flash_scratch_floats(avx512::bq, avx512::bk, D, Dv), avx512::flash_item};
+      return {avx512::bq,
+              flash_scratch_floats(avx512::bq, avx512::bk, D, Dv),
+              avx512::flash_item,
+              avx512::flash_backward_item,
+              avx512::vec::bq_backward,
+              avx512::vec::bk_backward,
+              avx512::lanes};
     case isa::avx2:
-      return {avx2::bq, flash_scratch_floats(avx2::bq, avx2::bk, D, Dv), avx2::flash_item};
+      return {avx2::bq,
+              flash_scratch_floats(avx2::bq, avx2::bk, D, Dv),
+              avx2::flash_item,
+              avx2::flash_backward_item,
+              avx2::vec::bq_backward,
+              avx2::vec::bk_backward,
+              avx2::lanes};
     case isa::generic:
       break;
   }

@@ -1,87 +1,18 @@
-// attn microbenchmarks: every stage, the fused attention and multi-head attention on the CPU
+// Forward benchmarks: every stage, the fused attention and multi-head attention on the CPU
 // backend, with the baselines they should be read against, all measured in one run:
 //   - roof:  fp32 FMA throughput of this machine on 1 and 2 threads (pct_peak's denominator);
 //   - eigen_gemm: an Eigen GEMM of the same shape / same FLOPs as the stage next to it;
 //   - unfused: the textbook composition scaled_scores -> causal_mask -> softmax_rows ->
 //     weighted_values, which materialises [T, T].
-// Default shapes are ANDREA-120M's: H 12, d 64, d_model 768. FLOPs of attention:
-// 4 B H Tq Tk d, halved when causal. Run:
+// Default shapes are ANDREA-120M's: H 12, d 64, d_model 768. Run:
 //   build/release/benchmarks/attn_bench --benchmark_filter=attention/ --benchmark_min_time=0.5
 
-#include <benchmark/benchmark.h>
-
 #include <Eigen/Core>
-#include <algorithm>
-#include <attn/attn.hpp>
-#include <chrono>
-#include <cstdint>
-#include <random>
-#include <string>
-#include <vector>
 
-#include "roofline.hpp"
+#include "bench.hpp"
 
+namespace attn::bench {
 namespace {
-
-using attn::index_t;
-constexpr index_t H = 12, d = 64, d_model = 768;
-
-/// Uniform values in [-amp, amp]; every call its own seed, so q, k and v differ.
-template <class T, int R>
-attn::host_tensor<T, R> random_tensor(const attn::dims<R>& e, double amp = 1.0) {
-  static std::uint32_t seed = 42;
-  attn::host_tensor<T, R> t(e);
-  std::mt19937 gen(seed++);
-  std::uniform_real_distribution<double> u(-amp, amp);
-  for (index_t i = 0; i < t.size(); ++i) t.data()[i] = T(u(gen));
-  return t;
-}
-
-/// Runs body() once per benchmark iteration, timing real (wall-clock) time itself, and sets
-///   GFLOP/s        the mean rate over all iterations;
-///   roof           the fp32 FMA roof for `threads` threads (GFLOP/s), sampled right before
-///                  and right after every iteration (outside the benchmark's timing), median;
-///   pct_peak       the median over iterations of 100 * (its rate) / (its roof);
-///   pct_peak_best  100 * (the fastest iteration's rate) / (the highest roof sample).
-/// The host is shared: in some periods other tenants' cache and memory traffic slow the
-/// kernels by up to a third while the register-only FMA roof barely moves, so the median mixes
-/// both kinds of period. flops == 0 reports only the time.
-template <class F>
-void timed(benchmark::State& st, double flops, int threads, F&& body) {
-  double seconds = 0, best_rate = 0;
-  std::vector<double> roofs, ratios;
-  for (auto _ : st) {
-    double before = 0;
-    if (flops > 0) {
-      st.PauseTiming();
-      before = attn::bench::roof_sample(threads);
-      st.ResumeTiming();
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    body();
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    seconds += t;
-    if (flops == 0) continue;
-    st.PauseTiming();
-    roofs.push_back((before + attn::bench::roof_sample(threads)) / 2);
-    ratios.push_back(flops / t / roofs.back());
-    best_rate = std::max(best_rate, flops / t);
-    st.ResumeTiming();
-  }
-  if (flops == 0 || seconds == 0) return;
-  const auto median = [](std::vector<double> x) {
-    std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(x.size() / 2), x.end());
-    return x[x.size() / 2];
-  };
-  st.counters["GFLOP/s"] = flops * double(st.iterations()) / seconds / 1e9;
-  st.counters["roof"] = median(roofs) / 1e9;
-  st.counters["pct_peak"] = 100.0 * median(ratios);
-  st.counters["pct_peak_best"] = 100.0 * best_rate / *std::max_element(roofs.begin(), roofs.end());
-}
-
-double attention_flops(index_t B, index_t T, bool causal) {
-  return 4.0 * double(B * H) * double(T) * double(T) * double(d) / (causal ? 2.0 : 1.0);
-}
 
 void roof(benchmark::State& st, int threads) {
   double flops = 0;
@@ -189,12 +120,9 @@ void multi_head(benchmark::State& st, int threads, index_t B, bool causal) {
         });
 }
 
-std::string shape_name(index_t B, index_t T_, bool causal, int threads) {
-  return "/B:" + std::to_string(B) + "/T:" + std::to_string(T_) +
-         "/causal:" + std::to_string(int(causal)) + "/threads:" + std::to_string(threads);
-}
+}  // namespace
 
-void register_all() {
+void register_forward() {
   using benchmark::RegisterBenchmark;
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
   for (int t : {1, 2})
@@ -291,14 +219,4 @@ void register_all() {
           ->Unit(benchmark::kMillisecond);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  register_all();
-  benchmark::AddCustomContext("roof ISA", attn::bench::detail::isa_name());
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+}  // namespace attn::bench

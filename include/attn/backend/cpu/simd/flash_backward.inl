@@ -1,0 +1,196 @@
+// The float flash-attention backward, written once against `vec` and compiled per instruction
+// set by flash_simd.hpp (included inside a namespace and a target region, after
+// flash_kernel.inl, whose helpers it uses; no include guard, includes nothing).
+//
+// FlashAttention-2's form: one work item owns a range of key blocks of one (batch, key head)
+// and every query head of its group. Per key block j (outer) and query block i (inner):
+//   S  = Q_i K_j^T                 (bq, bk)
+//   P  = exp2(S * scale log2 e - lse_i log2 e), 0 where hidden
+//   dP = dO_i V_j^T                (bq, bk)
+//   dS = scale * P * (dP - D_i),   0 where hidden;  D_i = rowsum(dO_i * O_i)
+//   dV_j += P^T dO_i,  dK_j += dS^T Q_i,  dQ_i += dS K_j
+// dK_j and dV_j stay in scratch for the whole inner loop and are written once; dQ accumulates
+// in the item's own buffer. All five products go through one register-blocked tile
+// C[R x NV lanes] (+)= A(r, k) B[k, :]: A read by broadcasts at any strides, B and C rows
+// contiguous, so every operand is packed once into that form (Q, dO per item; K, K^T, V^T per
+// key block), with head dims padded to whole vectors.
+
+/// C rows [0, R) x columns [0, NV lanes) (+)= sum_k A(r, k) B[k, :], A(r, k) = a[r ars + k acs],
+/// B row k at b + k bs, C row r at c + r cs.
+template <int R, int NV>
+ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const float* b,
+                                index_t bs, float* c, index_t cs, index_t K, bool accumulate) {
+  reg acc[R][NV];
+  ATTN_SIMD_UNROLL
+  for (int r = 0; r < R; ++r) {
+    ATTN_SIMD_UNROLL
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = accumulate ? vec::load(c + r * cs + v * lanes) : vec::zero();
+  }
+  for (index_t k = 0; k < K; ++k) {
+    reg bv[NV];
+    ATTN_SIMD_UNROLL
+    for (int v = 0; v < NV; ++v) bv[v] = vec::load(b + k * bs + v * lanes);
+    ATTN_SIMD_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const reg av = vec::set1(a[r * ars + k * acs]);
+      ATTN_SIMD_UNROLL
+      for (int v = 0; v < NV; ++v) acc[r][v] = vec::fmadd(av, bv[v], acc[r][v]);
+    }
+  }
+  ATTN_SIMD_UNROLL
+  for (int r = 0; r < R; ++r) {
+    ATTN_SIMD_UNROLL
+    for (int v = 0; v < NV; ++v) vec::store(c + r * cs + v * lanes, acc[r][v]);
+  }
+}
+
+/// C (M, N) (+)= A (M, K) B (K, N), N a multiple of lanes (see gemm_tile).
+ATTN_SIMD_INLINE void gemm(const float* a, index_t ars, index_t acs, const float* b, index_t bs,
+                           float* c, index_t cs, index_t M, index_t N, index_t K, bool accumulate) {
+  constexpr index_t wide = index_t(nq) * lanes;
+  index_t n0 = 0;
+  for (; n0 + wide <= N; n0 += wide)
+    in_groups(M, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
+      gemm_tile<R, nq>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate);
+    });
+  for (; n0 < N; n0 += lanes)
+    in_groups(M, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
+      gemm_tile<R, 1>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate);
+    });
+}
+
+/// Rounds n up to whole vectors.
+ATTN_SIMD_INLINE index_t padded(index_t n) { return (n + lanes - 1) / lanes * lanes; }
+
+/// Copies rows [0, rows) x [0, cols) of a (row stride rs, unit columns) into dst rows of
+/// `pitch` floats, zeros in columns [cols, pitch); with `transpose`, dst[c * pitch + r].
+ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t cols, float* dst,
+                           index_t pitch, bool transpose, index_t transposed_rows = 0) {
+  if (!transpose) {
+    for (index_t r = 0; r < rows; ++r) {
+      std::copy_n(src + r * rs, cols, dst + r * pitch);
+      std::fill(dst + r * pitch + cols, dst + (r + 1) * pitch, 0.0f);
+    }
+    return;
+  }
+  for (index_t c = 0; c < transposed_rows; ++c) std::fill_n(dst + c * pitch, pitch, 0.0f);
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t c = 0; c < cols; ++c) dst[c * pitch + r] = src[r * rs + c];
+}
+
+/// dst[c * cs] = src[c] for c < n.
+ATTN_SIMD_INLINE void write_row(const float* src, index_t n, float* dst, index_t cs) {
+  if (cs == 1) {
+    std::copy_n(src, n, dst);
+    return;
+  }
+  for (index_t c = 0; c < n; ++c) dst[c * cs] = src[c];
+}
+
+/// One backward item: the key blocks [j_begin, j_end) of one (batch, key head), every query
+/// head of its group, one after another (see flash_backward_head in flash_simd.hpp). dK and dV
+/// of the item's keys accumulate over the group in scratch and are written at the end.
+ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h, index_t j_begin,
+                                                   index_t j_end, float* scratch) {
+  constexpr index_t bq = vec::bq_backward, bkb = vec::bk_backward;
+  constexpr float log2e = 1.4426950408889634f;
+  const index_t D = h.D, Dv = h.Dv, Dp = padded(D), Dvp = padded(Dv), Tq = h.vis.q_len;
+  const index_t keys = j_end - j_begin;
+  // Scratch: Q (Tq, Dp), dO (Tq, Dvp), dQ (Tq, Dp), D and lse (Tq) of the current query head;
+  // dK (keys, Dp), dV (keys, Dvp) of the item; per key block K (bk, Dp), K^T (Dp, bk),
+  // V^T (Dvp, bk); per step P and dS (bq, bk).
+  float* next = scratch;
+  const auto take = [&](index_t n) {
+    float* p = next;
+    next += (n + 15) / 16 * 16;
+    return p;
+  };
+  float* qp = take(Tq * Dp);
+  float* dop = take(Tq * Dvp);
+  float* dq = take(Tq * Dp);
+  float* drow = take(Tq);
+  float* lse2 = take(Tq);
+  float* dk = take(keys * Dp);
+  float* dv = take(keys * Dvp);
+  float* kp = take(bkb * Dp);
+  float* kt = take(Dp * bkb);
+  float* vt = take(Dvp * bkb);
+  float* ps = take(bq * bkb);
+  float* dss = take(bq * bkb);
+  std::fill_n(dk, keys * Dp, 0.0f);
+  std::fill_n(dv, keys * Dvp, 0.0f);
+  const reg scale = vec::set1(h.scale), scale_log2 = vec::set1(h.scale * log2e);
+
+  for (index_t g = 0; g < h.group; ++g) {
+    const float* q = h.q + g * h.q_hs;
+    const float* o = h.o + g * h.o_hs;
+    const float* d_o = h.d_o + g * h.d_o_hs;
+    const float* lse = h.lse + g * h.lse_hs;
+    pack(q, h.qs, Tq, D, qp, Dp, false);
+    pack(d_o, h.d_os, Tq, Dv, dop, Dvp, false);
+    std::fill_n(dq, Tq * Dp, 0.0f);
+    for (index_t i = 0; i < Tq; ++i) {
+      float acc = 0;
+      for (index_t d = 0; d < Dv; ++d) acc += d_o[i * h.d_os + d] * o[i * h.os + d];
+      drow[i] = acc;
+      lse2[i] = lse[i * h.lse_s] * log2e;
+    }
+    for (index_t j0 = j_begin; j0 < j_end; j0 += bkb) {
+      const index_t nk = std::min(bkb, j_end - j0), nkp = padded(nk);
+      float* dkj = dk + (j0 - j_begin) * Dp;
+      float* dvj = dv + (j0 - j_begin) * Dvp;
+      bool packed = false;
+      for (index_t i0 = 0; i0 < Tq; i0 += bq) {
+        const index_t m = std::min(bq, Tq - i0);
+        const key_range seen = h.vis.rows(i0, i0 + m);
+        if (seen.empty() || seen.end <= j0 || seen.begin >= j0 + nk) continue;
+        if (!packed) {  // K and V of this block, the first time a query block needs them
+          pack(h.k + j0 * h.ks, h.ks, nk, D, kp, Dp, false);
+          pack(h.k + j0 * h.ks, h.ks, nk, D, kt, bkb, true, Dp);
+          pack(h.v + j0 * h.vs, h.vs, nk, Dv, vt, bkb, true, Dvp);
+          packed = true;
+        }
+        const key_range common = h.vis.common(i0, i0 + m);
+        const bool edge = !(common.begin <= j0 && j0 + nk <= common.end);
+        const float* qi = qp + i0 * Dp;
+        const float* doi = dop + i0 * Dvp;
+        gemm(qi, Dp, 1, kt, bkb, ps, bkb, m, nkp, D, false);      // S = Q K^T
+        gemm(doi, Dvp, 1, vt, bkb, dss, bkb, m, nkp, Dv, false);  // dP = dO V^T
+        for (index_t r = 0; r < m; ++r) {
+          const index_t i = i0 + r;
+          const reg l2 = vec::set1(lse2[i]), dr = vec::set1(drow[i]);
+          const key_range row = h.vis.row(i);
+          const reg lo = vec::set1(float(std::clamp<index_t>(row.begin - j0, 0, nk)));
+          const reg hi = vec::set1(float(std::clamp<index_t>(row.end - j0, 0, nk)));
+          float* pr = ps + r * bkb;
+          float* dsr = dss + r * bkb;
+          for (index_t c = 0; c < nkp; c += lanes) {
+            const reg pv = vec::exp2(vec::sub(vec::mul(vec::load(pr + c), scale_log2), l2));
+            const reg dsv = vec::mul(scale, vec::mul(pv, vec::sub(vec::load(dsr + c), dr)));
+            if (edge || c + lanes > nk) {  // 0, not 0 x NaN, where row i does not see the key
+              alignas(64) float iota[lanes];
+              for (int l = 0; l < lanes; ++l) iota[l] = float(c + l);
+              const mask vis = vec::between_lanes(vec::load(iota), lo, hi);
+              vec::store(pr + c, vec::select(vis, pv, vec::zero()));
+              vec::store(dsr + c, vec::select(vis, dsv, vec::zero()));
+            } else {
+              vec::store(pr + c, pv);
+              vec::store(dsr + c, dsv);
+            }
+          }
+        }
+        gemm(ps, 1, bkb, doi, Dvp, dvj, Dvp, nk, Dvp, m, true);        // dV += P^T dO
+        gemm(dss, 1, bkb, qi, Dp, dkj, Dp, nk, Dp, m, true);           // dK += dS^T Q
+        gemm(dss, bkb, 1, kp, Dp, dq + i0 * Dp, Dp, m, Dp, nk, true);  // dQ += dS K
+      }
+    }
+    if (h.dq != nullptr)
+      for (index_t i = 0; i < Tq; ++i)
+        write_row(dq + i * Dp, D, h.dq + g * h.dq_hs + i * h.dqs, h.dq_cs);
+  }
+  for (index_t j = 0; j < keys; ++j) {
+    if (h.dk != nullptr) write_row(dk + j * Dp, D, h.dk + (j_begin + j) * h.dks, h.dk_cs);
+    if (h.dv != nullptr) write_row(dv + j * Dvp, Dv, h.dv + (j_begin + j) * h.dvs, h.dv_cs);
+  }
+}
