@@ -101,5 +101,6 @@ benchmark::internal::Benchmark* add(const std::string& name, Args&&... args) {
 
 void register_forward();
 void register_backward();
+void register_decode();
 
 }  // namespace attn::bench

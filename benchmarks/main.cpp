@@ -1,4 +1,5 @@
-// attn microbenchmarks, one binary: forward.cpp and backward.cpp register their families.
+// attn microbenchmarks, one binary: forward.cpp, backward.cpp and decode.cpp register their
+// families.
 //   build/release/benchmarks/attn_bench                 # everything
 //   build/release/benchmarks/attn_bench --benchmark_filter='^attention/cpu_float/B:1/T:1024/'
 
@@ -9,6 +10,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   attn::bench::register_forward();
   attn::bench::register_backward();
+  attn::bench::register_decode();
   benchmark::AddCustomContext("roof ISA", attn::bench::detail::isa_name());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

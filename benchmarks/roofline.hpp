@@ -54,6 +54,39 @@ __attribute__((target("avx2,fma"), noinline)) inline double fma_avx2(long iters,
 }
 #endif
 
+/// Sums n floats (n a multiple of 64) with four independent vector accumulators: a load-bound
+/// loop, so it reads at the memory system's rate.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"), noinline)) inline float sum_avx512(const float* p,
+                                                                     std::size_t n) {
+  __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                 _mm512_setzero_ps()};
+  for (std::size_t i = 0; i < n; i += 64)
+    for (int j = 0; j < 4; ++j) a[j] = _mm512_add_ps(a[j], _mm512_loadu_ps(p + i + 16 * j));
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+}
+__attribute__((target("avx2"), noinline)) inline float sum_avx2(const float* p, std::size_t n) {
+  __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                 _mm256_setzero_ps()};
+  for (std::size_t i = 0; i < n; i += 32)
+    for (int j = 0; j < 4; ++j) a[j] = _mm256_add_ps(a[j], _mm256_loadu_ps(p + i + 8 * j));
+  float out[8];
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+#endif
+
+inline float stream_sum(const float* p, std::size_t n) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return sum_avx512(p, n);
+  if (__builtin_cpu_supports("avx2")) return sum_avx2(p, n);
+#endif
+  float a[4] = {};
+  for (std::size_t i = 0; i < n; i += 4)
+    for (int j = 0; j < 4; ++j) a[j] += p[i + j];
+  return a[0] + a[1] + a[2] + a[3];
+}
+
 inline double fma_loop(long iters, float* sink) {
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512f")) return fma_avx512(iters, sink);
@@ -148,6 +181,24 @@ inline double measure_peak(int threads, int rounds = 5, long iterations = 20'000
     best = std::max(best, total / s);
   }
   return best;
+}
+
+/// Bytes per second of `threads` threads reading a buffer of `bytes` (larger than the last-level
+/// cache) once, each its own contiguous part, on the persistent team: the memory roof of a
+/// decode step. The buffer is kept for the process; reading it also evicts everything else.
+inline double stream_read(int threads, std::size_t bytes = std::size_t(256) << 20) {
+  static std::vector<float> buffer;
+  if (buffer.size() * sizeof(float) < bytes) buffer.assign(bytes / sizeof(float), 1.0f);
+  const std::size_t n = bytes / sizeof(float), part = n / std::size_t(threads) / 64 * 64;
+  std::vector<float> sums(std::size_t(threads), 0.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  team::of(threads).run([&](int t) {
+    sums[std::size_t(t)] = detail::stream_sum(buffer.data() + std::size_t(t) * part, part);
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  volatile float sink = 0;
+  for (float x : sums) sink = sink + x;
+  return double(part * std::size_t(threads) * sizeof(float)) / s;
 }
 
 /// One short roof sample (about 5 ms) for `threads` threads. The benchmarks take one right

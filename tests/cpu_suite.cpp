@@ -6,6 +6,7 @@
 
 #include "bodies/backward.hpp"
 #include "bodies/errors.hpp"
+#include "bodies/generation.hpp"
 #include "bodies/multi_head.hpp"
 #include "bodies/properties.hpp"
 #include "bodies/stages.hpp"
@@ -36,6 +37,15 @@ const bool registered = [] {
       {2, 6, 65, 65, 64, 64, 2},  {1, 4, 130, 63, 16, 24, 1}, {1, 1, 300, 300, 64, 64},
       {1, 1, 129, 129, 256, 256}, {1, 1, 1000, 1000, 64, 64}};
   register_backward_tests(cpu_cases{}, backward, few, mha_shapes());
+  register_generation_tests(
+      cpu_cases{},
+      {{2, 6, 65, 65, 64, 64, 2}, {1, 4, 130, 63, 16, 24, 1}, {1, 8, 3, 2200, 64, 64, 2}},
+      {{2, 2, 65, 65, 16, 16},
+       {3, 4, 7, 130, 64, 64, 2},
+       {2, 2, 1, 3000, 64, 64},
+       {1, 3, 4, 2500, 32, 32, 1},
+       {2, 2, 200, 150, 8, 8}},
+      {{3, 4, 5, 40, 64, 64, 2}, {2, 2, 3, 2100, 64, 64}, {1, 2, 4, 7, 16, 16}});
   return true;
 }();
 

@@ -1,5 +1,5 @@
 # Fails when the object compiled from kernel_at_o2.cpp defines any function of the SIMD kernel
-# namespaces other than flash_item and flash_backward_item themselves (see kernel_at_o2.cpp).
+# namespaces other than the entry points flash_item, flash_backward_item and flash_decode_item (see kernel_at_o2.cpp).
 # Usage: cmake -DNM=<nm> -DOBJECT=<object file> -P kernel_inlined.cmake
 # Mangled names: a function of those namespaces (or a lambda inside one) starts with them; only
 # code symbols count (nm types T, t, W, w), not constants such as the block sizes.
@@ -13,7 +13,7 @@ set(kernels 0)
 set(outlined)
 foreach(symbol IN LISTS symbols)
   if(symbol MATCHES " [TtWw] _ZZ?N4attn10cpu_detail(4avx2|6avx512)")
-    if(symbol MATCHES " _ZN4attn10cpu_detail(4avx2|6avx512)(10flash_item|19flash_backward_item)E")
+    if(symbol MATCHES " _ZN4attn10cpu_detail(4avx2|6avx512)(10flash_item|19flash_backward_item|17flash_decode_item)E")
       math(EXPR kernels "${kernels} + 1")
     else()
       list(APPEND outlined "${symbol}")
@@ -24,8 +24,8 @@ if(outlined)
   list(JOIN outlined "\n  " outlined)
   message(FATAL_ERROR "kernel helpers compiled out of line at -O2:\n  ${outlined}")
 endif()
-if(NOT kernels EQUAL 4)
-  message(FATAL_ERROR "expected the avx2 and avx512 flash_item and flash_backward_item in "
+if(NOT kernels EQUAL 6)
+  message(FATAL_ERROR "expected the avx2 and avx512 flash_item, flash_backward_item and flash_decode_item in "
                       "${OBJECT}, found ${kernels}")
 endif()
-message(STATUS "the four kernels, no helper out of line")
+message(STATUS "the six entry points, no helper out of line")

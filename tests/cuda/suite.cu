@@ -6,6 +6,7 @@
 // ATTN_CUDA_TEST_SHAPES=small (the ThreadSanitizer run) only the first three.
 
 #include "../bodies/errors.hpp"
+#include "../bodies/generation.hpp"
 #include "../bodies/multi_head.hpp"
 #include "../bodies/properties.hpp"
 #include "../bodies/stages.hpp"
@@ -32,6 +33,10 @@ const bool registered = [] {
   register_stage_tests(cuda_cases{}, cuda_shapes(), cuda_few_shapes());
   register_property_tests(cuda_float{});
   register_error_tests(cuda_float{});
+  register_generation_tests(
+      cuda_cases{}, {{1, 4, 65, 65, 64, 64, 2}, {1, 4, 2, 130, 16, 24, 1}},
+      {{2, 2, 33, 33, 16, 16}, {3, 4, 7, 70, 64, 64, 2}, {2, 2, 1, 1100, 64, 64}},
+      {{3, 4, 3, 20, 64, 64, 2}, {1, 2, 4, 7, 16, 16}, {2, 4, 2, 1030, 16, 16, 2}});
   register_multi_head_tests(cuda_float{},
                             {{2, 7, 24, 3, 3, false, true}, {1, 20, 48, 4, 2, true, true}});
   return true;

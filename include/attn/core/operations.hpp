@@ -21,4 +21,6 @@
   X(scores_backward_args, __VA_ARGS__)          \
   X(softmax_backward_args, __VA_ARGS__)         \
   X(weighted_values_backward_args, __VA_ARGS__) \
-  X(attention_backward_args, __VA_ARGS__)
+  X(attention_backward_args, __VA_ARGS__)       \
+  X(merge_args, __VA_ARGS__)                    \
+  X(copy_args, __VA_ARGS__)

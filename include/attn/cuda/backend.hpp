@@ -1,16 +1,17 @@
 #pragma once
 /// \file
 /// The declarations of backend<cuda_policy>: one `run` per operation of ATTN_OPERATIONS
-/// (attn/core/operations.hpp) for every element type T in {float, __half, __nv_bfloat16},
-/// plus the device-side strided copy behind attn::copy. Host-safe: a .cpp compiled by g++ can
-/// call them; they are defined in <attn/cuda.cuh> and instantiated there by
-/// ATTN_CUDA_INSTANTIATE(T). Each queues its kernels on `policy.stream` and throws
-/// backend_error on a launch error.
+/// (attn/core/operations.hpp) for every element type T in {float, __half, __nv_bfloat16}.
+/// Host-safe: a .cpp compiled by g++ can call them; they are defined in <attn/cuda.cuh> and
+/// instantiated there by ATTN_CUDA_INSTANTIATE(T). Each queues its kernels on `policy.stream` and
+/// throws backend_error on a launch error.
 
 #include "attn/core/operations.hpp"
 #include "attn/core/policy.hpp"
 #include "attn/ops/attention.hpp"
+#include "attn/ops/copy.hpp"
 #include "attn/ops/mask.hpp"
+#include "attn/ops/merge.hpp"
 #include "attn/ops/projection.hpp"
 #include "attn/ops/scores.hpp"
 #include "attn/ops/softmax.hpp"
@@ -18,26 +19,12 @@
 
 namespace attn {
 
-/// Arguments of the device-side strided copy: dst = src, both [*, *, *, *] device views.
-template <class T, class Space = device_space>
-struct copy_args {
-  tensor_view<const T, 4, Space> src;
-  tensor_view<T, 4, Space> dst;
-
-  template <class F>
-  auto map(F&& f) const {
-    using S = typename std::remove_cvref_t<F>::target_space;
-    return copy_args<T, S>{f(src), f(dst)};
-  }
-};
-
 template <>
 struct backend<cuda_policy> {
 #define ATTN_CUDA_DECLARE(op, ...) \
   template <class T>               \
   static void run(const cuda_policy& policy, const op<T, device_space>& args);
   ATTN_OPERATIONS(ATTN_CUDA_DECLARE)
-  ATTN_CUDA_DECLARE(copy_args)
 #undef ATTN_CUDA_DECLARE
 };
 

@@ -13,6 +13,7 @@
 
 #include "attn/core/error.hpp"
 #include "attn/core/host_tensor.hpp"
+#include "attn/core/memory.hpp"
 #include "attn/core/policy.hpp"
 #include "attn/core/tensor_view.hpp"
 #include "attn/cuda/backend.hpp"
@@ -71,15 +72,16 @@ struct owning_tensor<device_space, T, Rank> {
   using type = device_tensor<T, Rank>;
 };
 
-namespace cuda_detail {
+template <>
+struct memory<device_space> {
+  /// Copies `bytes` from host memory `src` to device memory `dst` (synchronous: ordered after
+  /// all work queued on blocking streams).
+  static void upload(void* dst, const void* src, std::size_t bytes) {
+    if (bytes != 0) ATTN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+};
 
-/// A view as rank 4, outer unit extents prepended.
-template <class T, int R, class S>
-tensor_view<T, 4, S> as_rank4(const tensor_view<T, R, S>& v) {
-  dims<4> e{1, 1, 1, 1}, s{0, 0, 0, 0};
-  for (int i = 0; i < R; ++i) e[4 - R + i] = v.extent(i), s[4 - R + i] = v.stride(i);
-  return {v.data(), e, s};
-}
+namespace cuda_detail {
 
 /// Copies a contiguous host or device buffer into a contiguous one of `n` elements.
 template <class U>
@@ -148,7 +150,7 @@ void copy(tensor_view<T, R, SrcSpace> src, tensor_view<U, R, DstSpace> dst) {
     const auto device_copy = [](tensor_view<const U, R, device_space> from,
                                 tensor_view<U, R, device_space> to) {
       backend<cuda_policy>::run(
-          cuda, copy_args<U>{cuda_detail::as_rank4(from), cuda_detail::as_rank4(to)});
+          cuda, copy_args<U, device_space>{detail::as_rank4(from), detail::as_rank4(to)});
       ATTN_CUDA_CHECK(cudaDeviceSynchronize());
     };
     if constexpr (!src_host && !dst_host) {

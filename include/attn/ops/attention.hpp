@@ -30,11 +30,15 @@ struct attention_args {
   attention_shape shape;
   mask_spec mask;
   double scale = 1;
+  /// Whether kv_lengths' values were checked on the host (a device view cannot be read there:
+  /// the backend then checks them before any work).
+  bool lengths_checked = true;
 
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
-    return attention_args<T, S>{f(q), f(k), f(v), f(o), f(lse), f(kv_lengths), shape, mask, scale};
+    return attention_args<T, S>{f(q),          f(k),  f(v), f(o),  f(lse),
+                                f(kv_lengths), shape, mask, scale, lengths_checked};
   }
 };
 
@@ -61,6 +65,25 @@ struct attention_backward_args {
 };
 
 namespace detail {
+/// Per-row key counts: [B] int32, each in [0, Tk]. Values are checked here for host views;
+/// returns false for a device view, whose values the backend checks.
+template <class Space>
+bool check_lengths(const checker& c, const tensor_view<const std::int32_t, 1, Space>& lengths,
+                   index_t B, index_t Tk) {
+  if (!given(lengths)) return true;
+  c.view("kv_lengths", lengths);
+  c.same("kv_lengths (extent 0)", lengths.extent(0), "q.B (extent 0)", B);
+  if constexpr (std::is_same_v<Space, host_space>) {
+    for (index_t b = 0; b < B; ++b)
+      if (lengths(b) < 0 || lengths(b) > Tk)
+        c.fail("kv_lengths[" + std::to_string(b) + "] is " + std::to_string(lengths(b)) +
+               "; it must be in [0, k.Tk (extent 2) = " + std::to_string(Tk) + "]");
+    return true;
+  } else {
+    return false;
+  }
+}
+
 /// The checks of every fused attention call, returning its arguments.
 template <class T, class Space>
 attention_args<T, Space> check_attention(const checker& c, const tensor_view<const T, 4, Space>& q,
@@ -96,7 +119,8 @@ attention_args<T, Space> check_attention(const checker& c, const tensor_view<con
           {},
           shape,
           mask_spec{opt.causal, opt.window},
-          c.scale<T>(opt.scale, q.extent(3))};
+          c.scale<T>(opt.scale, q.extent(3)),
+          true};
 }
 }  // namespace detail
 
@@ -140,6 +164,123 @@ void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4,
                input_view<T, 4, Space> v, tensor_view<T, 4, Space> o,
                const attention_options& opt = {}) {
   attention(policy, q, k, v, o, tensor_view<accum_t<T>, 3, Space>{}, opt);
+}
+
+/// Fused attention over a padded batch whose rows have their own key counts: row b attends to
+/// its first kv_lengths[b] keys only (its queries sit at positions kv_lengths[b] - Tq + i for
+/// the causal mask and the window), so keys past a row's length are never read. Rows that see
+/// no key give zeros and lse -inf.
+///
+/// \param q, k, v, o, lse, opt  as in attention.
+/// \param kv_lengths  [B] int32 key counts, each in [0, Tk]; in the policy's memory (a device
+///                    view is checked by attn::cuda, which reads it back first).
+/// \throws shape_error when the extents disagree or a length is out of range, before anything
+///         is written.
+template <class Policy, class T, class Space, class Lse>
+requires std::convertible_to < Lse, tensor_view < accum_t<T>,
+3, Space >> void attention(const Policy& policy, input_view<T, 4, Space> q,
+                           input_view<T, 4, Space> k, input_view<T, 4, Space> v,
+                           tensor_view<T, 4, Space> o, Lse&& lse, const attention_options& opt,
+                           input_view<std::int32_t, 1, Space> kv_lengths) {
+  detail::check_policy<Policy, T, Space>();
+  const detail::checker c{"attention"};
+  attention_args<T, Space> a =
+      detail::check_attention<T, Space>(c, q, k, v, o, tensor_view<accum_t<T>, 3, Space>(lse), opt);
+  a.lengths_checked = detail::check_lengths(c, kv_lengths, q.extent(0), k.extent(2));
+  a.kv_lengths = kv_lengths;
+  backend<Policy>::run(policy, a);
+}
+
+/// Fused attention with per-row key counts, without lse (see the overload with lse).
+template <class Policy, class T, class Space>
+void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4, Space> k,
+               input_view<T, 4, Space> v, tensor_view<T, 4, Space> o, const attention_options& opt,
+               input_view<std::int32_t, 1, Space> kv_lengths) {
+  attention(policy, q, k, v, o, tensor_view<accum_t<T>, 3, Space>{}, opt, kv_lengths);
+}
+
+/// Fused attention over packed variable-length sequences (prefill without padding): sequence
+/// b holds queries [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and keys [cu_seqlens_k[b],
+/// cu_seqlens_k[b + 1]) of the packed buffers, and attends within itself (the causal mask
+/// aligned bottom-right per sequence). The offsets are host memory for every policy (they size
+/// the work); each sequence is one attention call on strided views of the buffers.
+///
+/// \param q             [Nq, H, D] queries of all sequences, back to back.
+/// \param k             [Nk, Hkv, D] keys.
+/// \param v             [Nk, Hkv, Dv] values.
+/// \param o             [Nq, H, Dv] output.
+/// \param cu_seqlens_q  [B + 1] nondecreasing query offsets, 0 first and Nq last.
+/// \param cu_seqlens_k  [B + 1] key offsets likewise (Nk last).
+/// \param opt           causal, window, scale.
+/// \throws shape_error when the extents or offsets disagree, before anything is written.
+template <class Policy, class T, class Space>
+void attention_varlen(const Policy& policy, input_view<T, 3, Space> q, input_view<T, 3, Space> k,
+                      input_view<T, 3, Space> v, tensor_view<T, 3, Space> o,
+                      tensor_view<const std::int32_t, 1> cu_seqlens_q,
+                      tensor_view<const std::int32_t, 1> cu_seqlens_k,
+                      const attention_options& opt = {}) {
+  detail::check_policy<Policy, T, Space>();
+  const detail::checker c{"attention_varlen"};
+  c.view("q", q);
+  c.view("k", k);
+  c.view("v", v);
+  c.output("o", o);
+  c.positive("q.D (extent 2)", q.extent(2));
+  c.same("k.D (extent 2)", k.extent(2), "q.D (extent 2)", q.extent(2));
+  if (k.extent(1) == 0 ? q.extent(1) != 0 : q.extent(1) % k.extent(1) != 0)
+    c.fail("k.H (extent 1) is " + std::to_string(k.extent(1)) + " but q.H (extent 1) is " +
+           std::to_string(q.extent(1)) + "; the key heads must divide the query heads");
+  c.same("v.N (extent 0)", v.extent(0), "k.N (extent 0)", k.extent(0));
+  c.same("v.H (extent 1)", v.extent(1), "k.H (extent 1)", k.extent(1));
+  c.same("o.N (extent 0)", o.extent(0), "q.N (extent 0)", q.extent(0));
+  c.same("o.H (extent 1)", o.extent(1), "q.H (extent 1)", q.extent(1));
+  c.same("o.Dv (extent 2)", o.extent(2), "v.Dv (extent 2)", v.extent(2));
+  c.view("cu_seqlens_q", cu_seqlens_q);
+  c.view("cu_seqlens_k", cu_seqlens_k);
+  c.positive("cu_seqlens_q (extent 0)", cu_seqlens_q.extent(0));
+  c.same("cu_seqlens_k (extent 0)", cu_seqlens_k.extent(0), "cu_seqlens_q (extent 0)",
+         cu_seqlens_q.extent(0));
+  const index_t B = cu_seqlens_q.extent(0) - 1;
+  const auto offsets = [&](const char* name, const tensor_view<const std::int32_t, 1>& cu,
+                           index_t n) {
+    if (cu(0) != 0)
+      c.fail(std::string(name) + "[0] is " + std::to_string(cu(0)) + "; it must be 0");
+    for (index_t b = 0; b < B; ++b)
+      if (cu(b + 1) < cu(b))
+        c.fail(std::string(name) + " decreases at " + std::to_string(b + 1) + " (" +
+               std::to_string(cu(b)) + " then " + std::to_string(cu(b + 1)) + ")");
+    c.same(std::string(name) + "[B]", cu(B), "the packed extent", n);
+  };
+  offsets("cu_seqlens_q", cu_seqlens_q, q.extent(0));
+  offsets("cu_seqlens_k", cu_seqlens_k, k.extent(0));
+  if (opt.window < 0)
+    c.fail("window is " + std::to_string(opt.window) + "; it must be >= 0 (0: none)");
+  const double scale = c.scale<T>(opt.scale, q.extent(2));
+  // [N, H, D] rows [begin, end) seen as [1, H, end - begin, D].
+  const auto part = [](auto t, index_t begin, index_t end) {
+    using V = std::remove_pointer_t<decltype(t.data())>;
+    return tensor_view<V, 4, Space>{
+        t.data() + (t.empty() ? 0 : begin * t.stride(0)),
+        {1, t.extent(1), end - begin, t.extent(2)},
+        {(end - begin) * t.stride(0), t.stride(1), t.stride(0), t.stride(2)}};
+  };
+  for (index_t b = 0; b < B; ++b) {
+    const index_t q0 = cu_seqlens_q(b), q1 = cu_seqlens_q(b + 1);
+    const index_t k0 = cu_seqlens_k(b), k1 = cu_seqlens_k(b + 1);
+    if (q1 == q0) continue;
+    const attention_shape shape{1,       q.extent(1), k.extent(1), q1 - q0,
+                                k1 - k0, q.extent(2), v.extent(2)};
+    backend<Policy>::run(policy, attention_args<T, Space>{part(q, q0, q1),
+                                                          part(k, k0, k1),
+                                                          part(v, k0, k1),
+                                                          part(o, q0, q1),
+                                                          {},
+                                                          {},
+                                                          shape,
+                                                          mask_spec{opt.causal, opt.window},
+                                                          scale,
+                                                          true});
+  }
 }
 
 /// The gradients of the fused attention, FlashAttention-2's way: P is recomputed from q, k

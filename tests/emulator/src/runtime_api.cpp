@@ -50,6 +50,14 @@ cudaError_t cudaFree(void* pointer) {
   return cudaSuccess;
 }
 
+// Stream-ordered allocation: every launch completes before returning, so plain allocation is
+// already in stream order.
+cudaError_t cudaMallocAsync(void** pointer, std::size_t bytes, cudaStream_t) {
+  return cudaMalloc(pointer, bytes);
+}
+
+cudaError_t cudaFreeAsync(void* pointer, cudaStream_t) { return cudaFree(pointer); }
+
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind) {
   std::memmove(dst, src, bytes);
   return cudaSuccess;

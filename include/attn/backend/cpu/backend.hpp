@@ -16,7 +16,9 @@
 #include "attn/core/policy.hpp"
 #include "attn/core/visibility.hpp"
 #include "attn/ops/attention.hpp"
+#include "attn/ops/copy.hpp"
 #include "attn/ops/mask.hpp"
+#include "attn/ops/merge.hpp"
 #include "attn/ops/projection.hpp"
 #include "attn/ops/scores.hpp"
 #include "attn/ops/softmax.hpp"
@@ -228,6 +230,43 @@ struct backend<cpu_policy> {
   template <class T>
   static void run(const cpu_policy& p, const attention_backward_args<T>& a) {
     cpu_detail::flash_attention_backward<T>(p, a);
+  }
+
+  /// o = w_a o_a + w_b o_b (see merge_attention), by blocks of rows; each row is read before
+  /// it is written, so o may be o_a or o_b.
+  template <class T>
+  static void run(const cpu_policy& p, const merge_args<T>& a) {
+    using A = accum_t<T>;
+    constexpr A inf = std::numeric_limits<A>::infinity();
+    for_row_blocks(p, a.o, 4.0 * double(a.o.extent(3)),
+                   [&](index_t b, index_t h, index_t i0, index_t rows) {
+                     for (index_t i = i0; i < i0 + rows; ++i) {
+                       const A la = a.lse_a(b, h, i), lb = a.lse_b(b, h, i);
+                       const A m = std::max(la, lb);
+                       const A wa = m == -inf ? A(0) : std::exp(la - m);
+                       const A wb = m == -inf ? A(0) : std::exp(lb - m);
+                       const A sum = wa + wb, inv = sum > 0 ? A(1) / sum : A(0);
+                       for (index_t d = 0; d < a.o.extent(3); ++d) {
+                         const A x = (wa == 0 ? A(0) : wa * A(a.o_a(b, h, i, d))) +
+                                     (wb == 0 ? A(0) : wb * A(a.o_b(b, h, i, d)));
+                         a.o(b, h, i, d) = T(x * inv);
+                       }
+                       if (!a.lse.empty()) a.lse(b, h, i) = sum > 0 ? m + std::log(sum) : -inf;
+                     }
+                   });
+  }
+
+  template <class T>
+  static void run(const cpu_policy&, const copy_args<T>& a) {
+    if (a.dst.empty()) return;
+    for (index_t i0 = 0; i0 < a.dst.extent(0); ++i0)
+      for (index_t i1 = 0; i1 < a.dst.extent(1); ++i1)
+        for (index_t i2 = 0; i2 < a.dst.extent(2); ++i2) {
+          const T* s = &a.src(i0, i1, i2, 0);
+          T* d = &a.dst(i0, i1, i2, 0);
+          for (index_t i3 = 0; i3 < a.dst.extent(3); ++i3)
+            d[i3 * a.dst.stride(3)] = s[i3 * a.src.stride(3)];
+        }
   }
 
  private:

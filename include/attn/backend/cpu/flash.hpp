@@ -117,14 +117,81 @@ void flash_query_block(const attention_args<T>& a, index_t b, index_t h, index_t
     write(rows_of(a.o, b, h, i0, rows), [&](auto out) { out = inv.matrix().asDiagonal() * O; });
 }
 
+inline constexpr index_t decode_max_queries = 8;  ///< Tq up to this takes the decode kernel
+inline constexpr index_t decode_chunk = 1024;     ///< keys per decode item
+
+/// Split-KV decoding for float (a few queries per head): items are (batch, key head, chunk of
+/// decode_chunk keys), each computing every query row of its group over its keys into a part
+/// of (o, lse); the parts of a row are then merged in chunk order. The chunks are fixed by the
+/// shape, so results do not depend on the thread count; the parts live in a buffer of the
+/// calling thread that grows and is kept, so a decode step allocates nothing once warm.
+inline void flash_decode(const cpu_policy& policy, const attention_args<float>& a,
+                         const flash_kernel& kernel) {
+  const attention_shape& s = a.shape;
+  const index_t G = s.group(), rows = G * s.q_len, Dv = s.value_dim;
+  const index_t chunks = std::max<index_t>(1, (s.kv_len + decode_chunk - 1) / decode_chunk);
+  const index_t items = s.batch * s.kv_heads * chunks, per_item = rows * (Dv + 1);
+  thread_local std::vector<float> parts;
+  if (parts.size() < std::size_t(items * per_item)) parts.resize(std::size_t(items * per_item));
+  float* base = parts.data();
+  const float scale_log2 = float(a.scale * 1.4426950408889634);
+  const auto at = [](const auto& t, index_t i0, index_t i1) {
+    return t.empty() ? t.data() : t.data() + i0 * t.stride(0) + i1 * t.stride(1);
+  };
+  const double flops = 4.0 * double(rows) * double(decode_chunk) * double(s.head_dim);
+  parallel_for(worker_count(policy, items, flops), items, [&](index_t it) {
+    const index_t c = it % chunks, bh = it / chunks, b = bh / s.kv_heads, hk = bh % s.kv_heads;
+    const index_t len = kv_length(a, b);
+    const key_range chunk{std::min(len, c * decode_chunk), std::min(len, (c + 1) * decode_chunk)};
+    float* part = base + it * per_item;  // (rows, Dv) outputs, then (rows) lse
+    const decode_rows rq{at(a.q, b, hk * G), a.q.stride(1), a.q.stride(2), s.q_len, rows};
+    float* scratch = thread_scratch<float>(
+        std::size_t(flash_decode_scratch_floats(kernel.lanes, rows, s.head_dim, Dv)));
+    kernel.decode_item(rq, at(a.k, b, hk), a.k.stride(2), at(a.v, b, hk), a.v.stride(2), s.head_dim,
+                       Dv, visibility(a.mask, s.q_len, len), chunk, scale_log2, part, Dv,
+                       part + rows * Dv, scratch);
+  });
+  // Merge the chunks of every row in order: the same combination as merge_attention.
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  parallel_for(worker_count(policy, s.batch * s.kv_heads, double(chunks * rows * Dv)),
+               s.batch * s.kv_heads, [&](index_t bh) {
+                 const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
+                 const float* first = base + bh * chunks * per_item;
+                 for (index_t r = 0; r < rows; ++r) {
+                   const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
+                   float m = -inf;
+                   for (index_t c = 0; c < chunks; ++c)
+                     m = std::max(m, first[c * per_item + rows * Dv + r]);
+                   float sum = 0;
+                   for (index_t c = 0; c < chunks; ++c) {
+                     const float lse = first[c * per_item + rows * Dv + r];
+                     sum += lse == -inf ? 0.0f : std::exp(lse - m);
+                   }
+                   for (index_t d = 0; d < Dv; ++d) {
+                     float x = 0;
+                     for (index_t c = 0; c < chunks; ++c) {
+                       const float lse = first[c * per_item + rows * Dv + r];
+                       if (lse != -inf) x += std::exp(lse - m) * first[c * per_item + r * Dv + d];
+                     }
+                     a.o(b, h, i, d) = sum > 0 ? x / sum : 0.0f;
+                   }
+                   if (a.lse.data() != nullptr) a.lse(b, h, i) = sum > 0 ? m + std::log(sum) : -inf;
+                 }
+               });
+}
+
 /// The fused attention over all (batch, head, query block) items: the SIMD kernel for float
-/// where it applies (q, k, v columns contiguous), else Eigen blocks.
+/// where it applies (q, k, v columns contiguous), else Eigen blocks; a few queries per head
+/// take the split-KV decode kernel.
 template <class T>
 void flash_attention(const cpu_policy& policy, const attention_args<T>& a) {
   if (a.o.empty() && a.lse.empty()) return;  // (with Dv = 0, lse is still written)
   const auto unit = [](const auto& t) { return t.stride(3) == 1 || t.extent(3) <= 1; };
   if constexpr (std::is_same_v<T, float>) {
     const flash_kernel kernel = simd_flash_kernel(a.shape.head_dim, a.shape.value_dim);
+    if (kernel.decode_item != nullptr && unit(a.q) && unit(a.k) && unit(a.v) &&
+        a.shape.q_len <= decode_max_queries)
+      return flash_decode(policy, a, kernel);
     if (kernel.item != nullptr && unit(a.q) && unit(a.k) && unit(a.v)) {
       const auto at = [](const auto& t, index_t b, index_t h) {
         return t.empty() ? t.data() : t.data() + b * t.stride(0) + h * t.stride(1);

@@ -9,10 +9,12 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "attn/backend/cuda/common.cuh"
 #include "attn/backend/cuda/copy.cuh"
 #include "attn/backend/cuda/flash_backward.cuh"
+#include "attn/backend/cuda/flash_decode.cuh"
 #include "attn/backend/cuda/flash_fp32.cuh"
 #include "attn/backend/cuda/flash_mma.cuh"
 #include "attn/backend/cuda/gemm.cuh"
@@ -63,6 +65,34 @@ void flash(cudaStream_t stream, const attention_args<T, device_space>& a) {
                     false,
                     false};
   const dim3 grid_of = dim3(1, unsigned(s.heads), unsigned(s.batch));
+  // A few query rows per key head against many keys: split-KV, a GQA group per block.
+  if (s.q_len * s.group() <= decode_rows_max && s.kv_len > decode_keys && s.kv_heads <= 65535) {
+    const index_t chunks = (s.kv_len + decode_keys - 1) / decode_keys;
+    const index_t rows = s.batch * s.heads * s.q_len;
+    const std::size_t bytes = sizeof(float) * std::size_t(chunks * rows * (Dv + 1));
+    void* memory = nullptr;
+    check(cudaMallocAsync(&memory, bytes, stream), "cudaMallocAsync", __FILE__, __LINE__);
+    const decode_workspace w{static_cast<float*>(memory),
+                             static_cast<float*>(memory) + chunks * rows * Dv, chunks};
+    auto run = [&](auto width) {
+      constexpr int C = decltype(width)::value;
+      auto* kernel = &flash_decode_kernel<T, C>;
+      const std::size_t shared = flash_fp32_shared(C);
+      check(allow_dynamic_shared(kernel, shared), "cudaFuncSetAttribute", __FILE__, __LINE__);
+      ATTN_CUDA_LAUNCH(kernel, dim3(unsigned(chunks), unsigned(s.kv_heads), unsigned(s.batch)),
+                       dim3(32 * f32_warps), shared, stream, f, static_cast<int>(s.group()), w);
+    };
+    if (widest <= 64)
+      run(std::integral_constant<int, 2>{});
+    else if (widest <= 128)
+      run(std::integral_constant<int, 4>{});
+    else
+      run(std::integral_constant<int, 8>{});
+    ATTN_CUDA_LAUNCH(&decode_merge_kernel<T>, dim3(blocks_for(rows, 4)), dim3(128), 0, stream, w,
+                     f.o, f.lse, f.lse_s0, f.lse_s1, f.lse_s2, s.batch, s.heads, s.q_len, Dv);
+    check(cudaFreeAsync(memory, stream), "cudaFreeAsync", __FILE__, __LINE__);
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     // fast: D <= 64 (2 chunks of 32 columns per lane) and D <= 128 (4); generic: up to 256.
     auto run = [&](auto chunks) {
@@ -233,6 +263,18 @@ void backend<cuda_policy>::run(const cuda_policy& policy,
 template <class T>
 void backend<cuda_policy>::run(const cuda_policy& policy,
                                const attention_args<T, device_space>& a) {
+  if (!a.lengths_checked && !a.kv_lengths.empty()) {  // read back, checked before any work
+    std::vector<std::int32_t> lengths(static_cast<std::size_t>(a.kv_lengths.extent(0)));
+    for (index_t b = 0; b < a.kv_lengths.extent(0); ++b)
+      ATTN_CUDA_CHECK(cudaMemcpy(&lengths[std::size_t(b)],
+                                 a.kv_lengths.data() + b * a.kv_lengths.stride(0),
+                                 sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+    for (std::size_t b = 0; b < lengths.size(); ++b)
+      if (lengths[b] < 0 || lengths[b] > a.shape.kv_len)
+        throw shape_error("attn::attention: kv_lengths[" + std::to_string(b) + "] is " +
+                          std::to_string(lengths[b]) + "; it must be in [0, k.Tk (extent 2) = " +
+                          std::to_string(a.shape.kv_len) + "]");
+  }
   if (a.o.empty() && a.lse.empty()) return;  // (with Dv = 0, lse is still written)
   if (a.mask.causal)
     cuda_detail::flash<T, true>(policy.stream, a);
@@ -265,8 +307,9 @@ void backend<cuda_policy>::run(const cuda_policy& policy,
     if (first) {  // no projection has outputs: dx = 0
       device_tensor<T, 3> zero(dims<3>{B, rows, C});
       ATTN_CUDA_CHECK(cudaMemsetAsync(zero.data(), 0, zero.bytes(), policy.stream));
-      strided_copy<T>(policy.stream, as_rank4(tensor_view<const T, 3, device_space>(zero.view())),
-                      as_rank4(a.dx));
+      strided_copy<T>(policy.stream,
+                      detail::as_rank4(tensor_view<const T, 3, device_space>(zero.view())),
+                      detail::as_rank4(a.dx));
       ATTN_CUDA_CHECK(cudaStreamSynchronize(policy.stream));
     }
   }
@@ -332,6 +375,18 @@ void backend<cuda_policy>::run(const cuda_policy& policy,
 }
 
 template <class T>
+void backend<cuda_policy>::run(const cuda_policy& policy, const merge_args<T, device_space>& a) {
+  using namespace cuda_detail;
+  const index_t rows = a.o.extent(0) * a.o.extent(1) * a.o.extent(2);
+  const index_t n = rows * (a.o.extent(3) > 0 ? a.o.extent(3) : 1);
+  if (rows == 0) return;
+  if (blocks_for(n, copy_threads) > 0x7fffffff)
+    throw backend_error("attn: CUDA merge: too many elements (" + std::to_string(n) + ")");
+  ATTN_CUDA_LAUNCH(&merge_kernel<T>, dim3(blocks_for(n, copy_threads)), dim3(copy_threads), 0,
+                   policy.stream, a.o_a, a.o_b, a.lse_a, a.lse_b, a.o, a.lse, n);
+}
+
+template <class T>
 void backend<cuda_policy>::run(const cuda_policy& policy, const copy_args<T, device_space>& a) {
   cuda_detail::strided_copy<T>(policy.stream, a.src, a.dst);
 }
@@ -341,9 +396,7 @@ void backend<cuda_policy>::run(const cuda_policy& policy, const copy_args<T, dev
 /// Explicitly instantiates every operation of attn::cuda for element type T (float, __half or
 /// __nv_bfloat16) in this .cu file, so .cpp files that include <attn/cuda.hpp> can call them.
 /// Write it once per element type, at namespace scope, in one .cu file of the program.
-#define ATTN_CUDA_INSTANTIATE(T)                \
-  ATTN_OPERATIONS(ATTN_CUDA_INSTANTIATE_ONE, T) \
-  ATTN_CUDA_INSTANTIATE_ONE(copy_args, T)
+#define ATTN_CUDA_INSTANTIATE(T) ATTN_OPERATIONS(ATTN_CUDA_INSTANTIATE_ONE, T)
 /// One operation of ATTN_CUDA_INSTANTIATE.
 #define ATTN_CUDA_INSTANTIATE_ONE(op, T)                      \
   template void ::attn::backend<::attn::cuda_policy>::run<T>( \

@@ -13,7 +13,9 @@
 #include "attn/core/tensor_view.hpp"
 #include "attn/core/visibility.hpp"
 #include "attn/ops/attention.hpp"
+#include "attn/ops/copy.hpp"
 #include "attn/ops/mask.hpp"
+#include "attn/ops/merge.hpp"
 #include "attn/ops/projection.hpp"
 #include "attn/ops/scores.hpp"
 #include "attn/ops/softmax.hpp"
@@ -262,6 +264,32 @@ struct backend<reference_policy> {
       for_rows(a.dv, [&](index_t b, index_t hk, index_t j) {
         for (index_t d = 0; d < Dv; ++d) a.dv(b, hk, j, d) = T(dv[at(b, hk, j, Dv) + d]);
       });
+  }
+
+  /// o = w_a o_a + w_b o_b with the weights of the two log-sum-exps (see merge_attention).
+  template <class T>
+  static void run(const reference_policy&, const merge_args<T>& a) {
+    for_rows(a.o, [&](index_t b, index_t h, index_t i) {
+      const double la = a.lse_a(b, h, i), lb = a.lse_b(b, h, i);
+      const double m = std::max(la, lb);
+      const double wa = m == -inf ? 0.0 : std::exp(la - m), wb = m == -inf ? 0.0 : std::exp(lb - m);
+      const double sum = wa + wb;
+      for (index_t d = 0; d < a.o.extent(3); ++d) {
+        const double x = (wa == 0 ? 0.0 : wa * double(a.o_a(b, h, i, d))) +
+                         (wb == 0 ? 0.0 : wb * double(a.o_b(b, h, i, d)));
+        a.o(b, h, i, d) = T(sum > 0 ? x / sum : 0.0);
+      }
+      if (!a.lse.empty()) a.lse(b, h, i) = accum_t<T>(sum > 0 ? m + std::log(sum) : -inf);
+    });
+  }
+
+  template <class T>
+  static void run(const reference_policy&, const copy_args<T>& a) {
+    for (index_t i0 = 0; i0 < a.dst.extent(0); ++i0)
+      for (index_t i1 = 0; i1 < a.dst.extent(1); ++i1)
+        for (index_t i2 = 0; i2 < a.dst.extent(2); ++i2)
+          for (index_t i3 = 0; i3 < a.dst.extent(3); ++i3)
+            a.dst(i0, i1, i2, i3) = a.src(i0, i1, i2, i3);
   }
 
  private:

@@ -59,6 +59,24 @@ struct flash_backward_head {
   float scale;
 };
 
+/// The query rows of a decode item: row r (head g = r / Tq, query i = r % Tq) at
+/// q + g q_hs + i qs, rows = group * Tq (see flash_decode.inl).
+struct decode_rows {
+  const float* q;
+  index_t q_hs, qs;
+  index_t Tq, rows;
+};
+
+/// Keys per block of the decode kernel.
+inline constexpr index_t decode_block = 32;
+
+/// Floats of per-thread scratch of the decode kernel for `rows` rows.
+constexpr index_t flash_decode_scratch_floats(index_t lanes, index_t rows, index_t D, index_t Dv) {
+  const auto pad = [&](index_t n) { return (n + lanes - 1) / lanes * lanes; };
+  const index_t r16 = (rows + 15) / 16 * 16;
+  return rows * pad(D) + 2 * rows * pad(Dv) + 3 * r16 + decode_block + 64;
+}
+
 /// Floats of per-thread scratch of the backward kernel for an item of `keys` keys (see
 /// flash_backward_item in flash_backward.inl).
 constexpr index_t flash_backward_scratch_floats(index_t lanes, index_t bq, index_t bk, index_t Tq,
@@ -119,6 +137,7 @@ struct vec {
   static constexpr int lanes = 8, nq = 2, rk = 6;
   static constexpr index_t bk = 128, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm256_load_ps(p); }
+  static reg loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
   static reg zero() { return _mm256_setzero_ps(); }
@@ -138,6 +157,10 @@ struct vec {
   }
   /// a where m, else b.
   static reg select(mask m, reg a, reg b) { return _mm256_blendv_ps(b, a, m); }
+  /// x in the first n lanes, `fill` in the others.
+  static reg first_or(reg x, int n, float fill) {
+    return n == lanes ? x : select(_mm256_castsi256_ps(below(n)), x, set1(fill));
+  }
   /// a * b + c where m, else c (c's lanes outside m are never combined with a or b).
   static reg fmadd_where(mask m, reg a, reg b, reg c) { return select(m, fmadd(a, b, c), c); }
   /// p[0..count) in the first lanes, zeros after; p need not be aligned.
@@ -196,8 +219,9 @@ struct vec {
 };
 #define ATTN_SIMD_NS avx2
 #include "attn/backend/cpu/simd/flash_kernel.inl"
-// (after the forward kernel, whose helpers it uses)
+// (after the forward kernel, whose helpers they use)
 #include "attn/backend/cpu/simd/flash_backward.inl"
+#include "attn/backend/cpu/simd/flash_decode.inl"
 #undef ATTN_SIMD_NS
 }  // namespace attn::cpu_detail::avx2
 #if defined(__clang__)
@@ -221,6 +245,7 @@ struct vec {
   static constexpr int lanes = 16, nq = 4, rk = 6;
   static constexpr index_t bk = 128, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm512_load_ps(p); }
+  static reg loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
   static reg set1(float x) { return _mm512_set1_ps(x); }
   static reg zero() { return _mm512_setzero_ps(); }
@@ -237,6 +262,9 @@ struct vec {
     return _mm512_cmp_ps_mask(j, lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(j, hi, _CMP_LT_OQ);
   }
   static reg select(mask m, reg a, reg b) { return _mm512_mask_blend_ps(m, b, a); }
+  static reg first_or(reg x, int n, float fill) {
+    return _mm512_mask_blend_ps(__mmask16((1u << n) - 1), set1(fill), x);
+  }
   static reg fmadd_where(mask m, reg a, reg b, reg c) { return _mm512_mask3_fmadd_ps(a, b, c, m); }
   /// p[0..count) in the first lanes, zeros after; p need not be aligned.
   static reg load_n(const float* p, int count) {
@@ -293,8 +321,9 @@ struct vec {
 };
 #define ATTN_SIMD_NS avx512
 #include "attn/backend/cpu/simd/flash_kernel.inl"
-// (after the forward kernel, whose helpers it uses)
+// (after the forward kernel, whose helpers they use)
 #include "attn/backend/cpu/simd/flash_backward.inl"
+#include "attn/backend/cpu/simd/flash_decode.inl"
 #undef ATTN_SIMD_NS
 }  // namespace attn::cpu_detail::avx512
 #if defined(__clang__)
@@ -317,6 +346,10 @@ struct flash_kernel {
   /// The backward: one item over key blocks [j_begin, j_end); its query and key blocks.
   void (*backward_item)(const flash_backward_head&, index_t, index_t, float*) = nullptr;
   index_t bq_backward = 0, bk_backward = 0, lanes = 0;
+  /// The decode kernel (flash_decode.inl).
+  void (*decode_item)(const decode_rows&, const float*, index_t, const float*, index_t, index_t,
+                      index_t, const visibility&, key_range, float, float*, index_t, float*,
+                      float*) = nullptr;
 };
 
 inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
@@ -329,7 +362,8 @@ inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
               avx512::flash_backward_item,
               avx512::vec::bq_backward,
               avx512::vec::bk_backward,
-              avx512::lanes};
+              avx512::lanes,
+              avx512::flash_decode_item};
     case isa::avx2:
       return {avx2::bq,
               flash_scratch_floats(avx2::bq, avx2::bk, D, Dv),
@@ -337,7 +371,8 @@ inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
               avx2::flash_backward_item,
               avx2::vec::bq_backward,
               avx2::vec::bk_backward,
-              avx2::lanes};
+              avx2::lanes,
+              avx2::flash_decode_item};
     case isa::generic:
       break;
   }
