@@ -1,12 +1,11 @@
-// The shared test bodies (tests/bodies/) on the host backends: attn::cpu in float and double
-// against attn::reference, and the properties and bad-input cases on both. This file only
-// names the backends.
+// The shared test bodies (tests/bodies/) of the forward on the host backends: attn::cpu in
+// float and double against attn::reference, and the properties and bad-input cases on both
+// (the backward and generation bodies: cpu_suite_training.cpp). This file only names the
+// backends.
 
 #include <attn/attn.hpp>
 
-#include "bodies/backward.hpp"
 #include "bodies/errors.hpp"
-#include "bodies/generation.hpp"
 #include "bodies/multi_head.hpp"
 #include "bodies/properties.hpp"
 #include "bodies/stages.hpp"
@@ -30,22 +29,6 @@ const bool registered = [] {
   register_property_tests(host_cases{});
   register_error_tests(float_cases{});
   register_multi_head_tests(cpu_cases{}, mha_shapes());
-  const std::vector<shape> backward = {
-      {1, 1, 1, 1, 1, 1},         {2, 3, 7, 7, 64, 64},       {1, 2, 63, 63, 80, 80},
-      {1, 1, 65, 65, 8, 8},       {1, 2, 130, 130, 64, 64},   {1, 1, 7, 65, 1, 1},
-      {2, 1, 65, 7, 64, 64},      {1, 2, 64, 200, 64, 80},    {1, 2, 200, 9, 16, 16},
-      {2, 6, 65, 65, 64, 64, 2},  {1, 4, 130, 63, 16, 24, 1}, {1, 1, 300, 300, 64, 64},
-      {1, 1, 129, 129, 256, 256}, {1, 1, 1000, 1000, 64, 64}};
-  register_backward_tests(cpu_cases{}, backward, few, mha_shapes());
-  register_generation_tests(
-      cpu_cases{},
-      {{2, 6, 65, 65, 64, 64, 2}, {1, 4, 130, 63, 16, 24, 1}, {1, 8, 3, 2200, 64, 64, 2}},
-      {{2, 2, 65, 65, 16, 16},
-       {3, 4, 7, 130, 64, 64, 2},
-       {2, 2, 1, 3000, 64, 64},
-       {1, 3, 4, 2500, 32, 32, 1},
-       {2, 2, 200, 150, 8, 8}},
-      {{3, 4, 5, 40, 64, 64, 2}, {2, 2, 3, 2100, 64, 64}, {1, 2, 4, 7, 16, 16}});
   return true;
 }();
 

@@ -4,9 +4,11 @@
 /// argument, and leaves every output untouched. A body over a backend case C (float): the
 /// suite files register it for every backend, attn::cuda included.
 
+#include <cmath>
 #include <functional>
 #include <limits>
 
+#include <attn/ops/merge.hpp>
 #include <attn/ops/multi_head.hpp>
 
 #include "../support/testing.hpp"
@@ -49,6 +51,11 @@ struct bad_args {
   auto y() { return out_view<3>({2, 7, 6}); }
   auto dy() const { return in_view<3>({2, 7, 6}); }
   auto wsq() const { return in_view<2>({12, 12}); }
+  /// An input view over the output buffer, `offset` elements in: the overlap cases.
+  template <int R>
+  tensor_view<const float, R> in_out(const dims<R>& d, index_t offset = 0) const {
+    return {out.data() + offset, d};
+  }
   auto out3() { return out_view<3>({2, 7, 12}); }
   mha_weights<float> mha() const { return {wsq(), wsq(), wsq(), wsq(), {}, {}, {}, {}, 3}; }
 
@@ -292,6 +299,109 @@ std::vector<bad_case> bad_cases() {
                  multi_head_attention(pol, a.x(), a.mha(), a.out_view<3>({2, 7, 6}))),
         ATTN_BAD("mha_out_rows", "out.T",
                  multi_head_attention(pol, a.x(), a.mha(), a.out_view<3>({2, 8, 12}))),
+        // Overlap: an output sharing memory with an input or another output, or reaching one
+        // element from two indices.
+        ATTN_BAD("overlap_attention_o_v", "o overlaps v",
+                 attention(pol, a.q(), a.k(), a.in_out<4>({2, 3, 9, 5}), a.o())),
+        ATTN_BAD("overlap_attention_o_k", "o overlaps k",
+                 attention(pol, a.q(), a.in_out<4>({2, 3, 9, 8}, 200), a.v(), a.o())),
+        ATTN_BAD("overlap_attention_o_q_tail", "o overlaps q",
+                 attention(pol, a.in_out<4>({2, 3, 7, 8}, 209), a.k(), a.v(), a.o())),
+        ATTN_BAD("overlap_attention_lse_in_o", "lse overlaps o",
+                 attention(pol, a.q(), a.k(), a.v(), a.o(),
+                           tensor_view<float, 3>{a.out.data() + 17, {2, 3, 7}})),
+        ATTN_BAD("overlap_attention_o_strides", "map two indices",
+                 attention(pol, a.q(), a.k(), a.v(),
+                           tensor_view<float, 4>{a.out.data(), {2, 3, 7, 5}, {105, 35, 3, 1}})),
+        ATTN_BAD("overlap_attention_o_heads_rows", "map two indices",
+                 attention(pol, a.q(), a.k(), a.v(),
+                           tensor_view<float, 4>{a.out.data(), {2, 3, 7, 5}, {200, 5, 10, 1}})),
+        ATTN_BAD("overlap_attention_lse_strides", "map two indices",
+                 attention(pol, a.q(), a.k(), a.v(), a.o(),
+                           tensor_view<float, 3>{a.lse_buf.data(), {2, 3, 7}, {6, 2, 1}})),
+        ATTN_BAD("overlap_scores_s_q", "s overlaps q",
+                 scaled_scores(pol, a.in_out<4>({2, 3, 7, 8}, 300), a.k(), a.s())),
+        ATTN_BAD("overlap_scores_s_k", "s overlaps k",
+                 scaled_scores(pol, a.q(), a.in_out<4>({2, 3, 9, 8}), a.s())),
+        ATTN_BAD("overlap_scores_s_strides", "map two indices",
+                 scaled_scores(pol, a.q(), a.k(),
+                               tensor_view<float, 4>{a.out.data(), {2, 3, 7, 9}, {189, 63, 8, 1}})),
+        ATTN_BAD("overlap_weighted_o_p", "o overlaps p",
+                 weighted_values(pol, a.in_out<4>({2, 3, 7, 9}, 100), a.v(), a.o())),
+        ATTN_BAD("overlap_weighted_o_v", "o overlaps v",
+                 weighted_values(pol, a.p(), a.in_out<4>({2, 3, 9, 5}, 1), a.o())),
+        ATTN_BAD("overlap_project_y_x", "y overlaps x",
+                 project(pol, a.in_out<3>({2, 7, 12}), a.w(), a.y())),
+        ATTN_BAD("overlap_project_y_w", "y overlaps w",
+                 project(pol, a.x(), a.in_out<2>({12, 6}, 83), a.y())),
+        ATTN_BAD("overlap_project_y_bias", "y overlaps bias",
+                 project(pol, a.x(), a.w(), a.y(), a.in_out<1>({6}, 40))),
+        ATTN_BAD(
+            "overlap_project_y_strides", "map two indices",
+            project(pol, a.x(), a.w(), tensor_view<float, 3>{a.out.data(), {2, 7, 6}, {42, 5, 1}})),
+        ATTN_BAD("overlap_qkv_one_buffer", "k overlaps q",
+                 project_qkv(pol, a.x(), a.w(), a.w(), a.w(), a.y(), a.y(), a.y())),
+        ATTN_BAD("overlap_qkv_v_shifted", "v overlaps k",
+                 project_qkv(pol, a.x(), a.w(), a.w(), a.w(), a.y(),
+                             tensor_view<float, 3>{a.out.data() + 100, {2, 7, 6}},
+                             tensor_view<float, 3>{a.out.data() + 150, {2, 7, 6}})),
+        ATTN_BAD("overlap_qkv_q_x", "q overlaps x",
+                 project_qkv(pol, a.in_out<3>({2, 7, 12}, 10), a.w(), a.w(), a.w(), a.y(),
+                             tensor_view<float, 3>{a.out.data() + 1000, {2, 7, 6}},
+                             tensor_view<float, 3>{a.out.data() + 2000, {2, 7, 6}})),
+        ATTN_BAD("overlap_softmax_bwd_ds_p", "ds overlaps p",
+                 softmax_rows_backward(pol, a.in_out<4>({2, 3, 7, 9}), a.p(), a.s())),
+        ATTN_BAD("overlap_softmax_bwd_ds_dp_shifted", "ds overlaps dp",
+                 softmax_rows_backward(pol, a.p(), a.in_out<4>({2, 3, 7, 9}, 1), a.s())),
+        ATTN_BAD("overlap_weighted_bwd_dp_d_o", "dp overlaps d_o",
+                 weighted_values_backward(pol, a.p(), a.v(), a.in_out<4>({2, 3, 7, 5}, 50), a.s(),
+                                          a.dv())),
+        ATTN_BAD("overlap_weighted_bwd_dv_v", "dv overlaps v",
+                 weighted_values_backward(pol, a.p(), a.in_out<4>({2, 3, 9, 5}, 4100), a.o_in(),
+                                          a.s(), a.dv())),
+        ATTN_BAD("overlap_weighted_bwd_dv_dp", "dv overlaps dp",
+                 weighted_values_backward(pol, a.p(), a.v(), a.o_in(), a.s(),
+                                          tensor_view<float, 4>{a.out.data() + 300, {2, 3, 9, 5}})),
+        ATTN_BAD(
+            "overlap_scores_bwd_dq_ds", "dq overlaps ds",
+            scaled_scores_backward(pol, a.q(), a.k(), a.in_out<4>({2, 3, 7, 9}), a.dq(), a.dk())),
+        ATTN_BAD("overlap_scores_bwd_dk_dq", "dk overlaps dq",
+                 scaled_scores_backward(pol, a.q(), a.k(), a.p(), a.dq(),
+                                        tensor_view<float, 4>{a.out.data() + 330, {2, 3, 9, 8}})),
+        ATTN_BAD(
+            "overlap_bwd_dq_dk", "dk overlaps dq",
+            attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(), a.o_in(), a.dq(),
+                               tensor_view<float, 4>{a.out.data() + 8, {2, 3, 9, 8}}, a.dv())),
+        ATTN_BAD("overlap_bwd_dv_o", "dv overlaps o",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.in_out<4>({2, 3, 7, 5}, 4200),
+                                    a.lse_in(), a.o_in(), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD(
+            "overlap_bwd_dk_lse", "dk overlaps lse",
+            attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.in_out<3>({2, 3, 7}, 2100),
+                               a.o_in(), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("overlap_bwd_dq_d_o", "dq overlaps d_o",
+                 attention_backward(pol, a.q(), a.k(), a.v(), a.o_in(), a.lse_in(),
+                                    a.in_out<4>({2, 3, 7, 5}, 333), a.dq(), a.dk(), a.dv())),
+        ATTN_BAD("overlap_project_bwd_dx_dy", "dx overlaps dy",
+                 project_backward(pol, a.x(), a.w(), a.in_out<3>({2, 7, 6}, 7), a.out3())),
+        ATTN_BAD("overlap_project_bwd_dw_x", "dw overlaps x",
+                 project_backward(pol, a.in_out<3>({2, 7, 12}, 5000), a.w(), a.dy(), {},
+                                  tensor_view<float, 2>{a.out.data() + 5100, {12, 6}})),
+        ATTN_BAD("overlap_project_bwd_db_dw", "db overlaps dw",
+                 project_backward(pol, a.x(), a.w(), a.dy(), {},
+                                  tensor_view<float, 2>{a.out.data(), {12, 6}},
+                                  tensor_view<float, 1>{a.out.data() + 71, {6}})),
+        ATTN_BAD("overlap_merge_o_o_b_shifted", "o overlaps o_b",
+                 merge_attention(pol, a.o_in(), a.lse_in(), a.in_out<4>({2, 3, 7, 5}, 5),
+                                 a.lse_in(), a.o())),
+        ATTN_BAD(
+            "overlap_merge_lse_o_a", "lse overlaps o_a",
+            merge_attention(pol, a.in_out<4>({2, 3, 7, 5}, 3000), a.lse_in(), a.o_in(), a.lse_in(),
+                            a.o(), tensor_view<float, 3>{a.out.data() + 3100, {2, 3, 7}})),
+        ATTN_BAD("overlap_mha_out_x", "out overlaps x",
+                 multi_head_attention(pol, a.in_out<3>({2, 7, 12}, 100), a.mha(), a.out3())),
+        ATTN_BAD("overlap_mha_out_w_o", "out overlaps w_o", auto m = a.mha();
+                 m.w_o = a.in_out<2>({12, 12}, 60); multi_head_attention(pol, a.x(), m, a.out3())),
   };
 }
 #undef ATTN_BAD
@@ -318,6 +428,91 @@ void empty_problems_are_valid_and_do_nothing() {
   tensor_view<float, 4> o{nullptr, {0, 3, 7, 5}};
   EXPECT_NO_THROW(attention(pol, q, k, v, o));
   EXPECT_NO_THROW(attention(pol, q, k, v, o, {.causal = true}));
+  // A zero extent anywhere, not only outermost: valid, and the well-defined empty result.
+  host_tensor<float, 4> q1({2, 3, 7, 8}), k1({2, 3, 9, 8});
+  host_tensor<float, 4> v0({2, 3, 9, 0}), o0({2, 3, 7, 0});
+  host_tensor<float, 3> lse({2, 3, 7}), lse_ref({2, 3, 7});
+  for (index_t i = 0; i < q1.size(); ++i) q1.data()[i] = std::cos(0.1f * float(i));
+  for (index_t i = 0; i < k1.size(); ++i) k1.data()[i] = std::sin(0.2f * float(i));
+  EXPECT_NO_THROW(attention(pol, q1.view(), k1.view(), v0.view(), o0.view(), lse.view()));
+  host_tensor<float, 4> v1({2, 3, 9, 1}), o1({2, 3, 7, 1});
+  attention(pol, q1.view(), k1.view(), v1.view(), o1.view(), lse_ref.view());
+  for (index_t i = 0; i < lse.size(); ++i)  // Dv = 0 still writes every row's lse
+    EXPECT_NEAR(lse.data()[i], lse_ref.data()[i], 1e-5f * (1 + std::abs(lse_ref.data()[i])));
+  host_tensor<float, 4> q_h0({2, 0, 7, 8}), k_h0({2, 0, 9, 8}), v_h0({2, 0, 9, 5}),
+      o_h0({2, 0, 7, 5});
+  EXPECT_NO_THROW(attention(pol, q_h0.view(), k_h0.view(), v_h0.view(), o_h0.view()));
+  host_tensor<float, 4> k_t0({2, 3, 0, 8}), v_t0({2, 3, 0, 5}), o_t0({2, 3, 7, 5}),
+      s_t0({2, 3, 7, 0});
+  for (index_t i = 0; i < o_t0.size(); ++i) o_t0.data()[i] = 42;
+  attention(pol, q1.view(), k_t0.view(), v_t0.view(), o_t0.view(), lse.view(), {.causal = true});
+  for (index_t i = 0; i < o_t0.size(); ++i) EXPECT_EQ(o_t0.data()[i], 0.0f);     // no key: zeros
+  for (index_t i = 0; i < lse.size(); ++i) EXPECT_EQ(lse.data()[i], -INFINITY);  // and -inf
+  EXPECT_NO_THROW(scaled_scores(pol, q1.view(), k_t0.view(), s_t0.view()));
+  EXPECT_NO_THROW(softmax_rows(pol, s_t0.view()));
+  host_tensor<float, 3> x_t0({2, 0, 12}), out_t0({2, 0, 12});
+  host_tensor<float, 2> wsq({12, 12});
+  const mha_weights<float> m{wsq.view(), wsq.view(), wsq.view(), wsq.view(), {}, {}, {}, {}, 3};
+  EXPECT_NO_THROW(multi_head_attention(pol, x_t0.view(), m, out_t0.view()));
+}
+
+/// What the overlap rules allow: inputs sharing memory, outputs interleaved in one buffer
+/// without sharing an element, and the documented in-place uses, each equal to the same call
+/// on separate buffers.
+template <class C>
+void disjoint_and_in_place_uses_are_accepted() {
+  const auto pol = C::policy();
+  const auto fill = [](auto& t, float phase) {
+    for (index_t i = 0; i < t.size(); ++i) t.data()[i] = std::sin(0.37f * float(i) + phase);
+  };
+  const auto same = [](const float* a, const float* b, index_t n) {
+    for (index_t i = 0; i < n; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  };
+  // project_qkv into the column blocks of one [B, T, 3E] buffer.
+  host_tensor<float, 3> x({2, 7, 12});
+  host_tensor<float, 2> w({12, 6});
+  fill(x, 0), fill(w, 1);
+  host_tensor<float, 3> fused({2, 7, 18}), y({2, 7, 6});
+  const auto block = [&](index_t n) {
+    return tensor_view<float, 3>{fused.data() + 6 * n, {2, 7, 6}, {7 * 18, 18, 1}};
+  };
+  project_qkv(pol, x.view(), w.view(), w.view(), w.view(), block(0), block(1), block(2));
+  project(pol, x.view(), w.view(), y.view());
+  for (index_t b = 0; b < 2; ++b)
+    for (index_t t = 0; t < 7; ++t)
+      for (index_t e = 0; e < 6; ++e)
+        for (index_t n = 0; n < 3; ++n) EXPECT_EQ(block(n)(b, t, e), y(b, t, e));
+  // attention with q, k and v one buffer, o and lse interleaved in one [B, H, Tq, Dv + 1].
+  host_tensor<float, 4> qkv({2, 3, 9, 8}), both({2, 3, 9, 9}), o({2, 3, 9, 8});
+  host_tensor<float, 3> lse({2, 3, 9});
+  fill(qkv, 2);
+  const tensor_view<float, 4> o_part{both.data(), {2, 3, 9, 8}, both.view().strides()};
+  const tensor_view<float, 3> lse_part{both.data() + 8, {2, 3, 9}, {3 * 9 * 9, 9 * 9, 9}};
+  attention(pol, qkv.view(), qkv.view(), qkv.view(), o_part, lse_part, {.causal = true});
+  attention(pol, qkv.view(), qkv.view(), qkv.view(), o.view(), lse.view(), {.causal = true});
+  for (index_t b = 0; b < 2; ++b)
+    for (index_t h = 0; h < 3; ++h)
+      for (index_t i = 0; i < 9; ++i) {
+        EXPECT_EQ(lse_part(b, h, i), lse(b, h, i));
+        for (index_t d = 0; d < 8; ++d) EXPECT_EQ(o_part(b, h, i, d), o(b, h, i, d));
+      }
+  // softmax_rows_backward with ds the same view as dp.
+  host_tensor<float, 4> p({2, 3, 7, 9}), dp({2, 3, 7, 9}), ds({2, 3, 7, 9});
+  fill(p, 3), fill(dp, 4);
+  softmax_rows(pol, p.view());
+  softmax_rows_backward(pol, p.view(), dp.view(), ds.view());
+  softmax_rows_backward(pol, p.view(), dp.view(), dp.view());
+  EXPECT_TRUE(same(dp.data(), ds.data(), ds.size()));
+  // merge_attention into o_a and lse_a.
+  host_tensor<float, 4> oa({2, 3, 9, 8}), ob({2, 3, 9, 8}), om({2, 3, 9, 8});
+  host_tensor<float, 3> la({2, 3, 9}), lb({2, 3, 9}), lm({2, 3, 9});
+  fill(oa, 5), fill(ob, 6), fill(la, 7), fill(lb, 8);
+  merge_attention(pol, oa.view(), la.view(), ob.view(), lb.view(), om.view(), lm.view());
+  merge_attention(pol, oa.view(), la.view(), ob.view(), lb.view(), oa.view(), la.view());
+  EXPECT_TRUE(same(oa.data(), om.data(), om.size()));
+  EXPECT_TRUE(same(la.data(), lm.data(), lm.size()));
 }
 
 template <class... C>
@@ -332,6 +527,8 @@ void register_error_tests(case_list<C...> cases) {
       ...);
   ATTN_REGISTER_TEST(cases, "Errors", "EmptyProblemsDoNothing",
                      empty_problems_are_valid_and_do_nothing);
+  ATTN_REGISTER_TEST(cases, "Errors", "DisjointAndInPlaceUsesAccepted",
+                     disjoint_and_in_place_uses_are_accepted);
 }
 
 }  // namespace attn::test

@@ -268,10 +268,16 @@ void generation_errors_throw_before_writing() {
   throws("n is 9", [&] { cache.set_length(0, 9); });
   throws("n is -1", [&] { cache.set_length(1, -1); });
   throws("b is 2", [&] { cache.set_length(2, 1); });
+  // The new positions must not come from the cache itself.
+  const tensor_view<const T, 4> own_keys{cache.keys().data(), {2, 2, 1, 4}, cache.keys().strides()};
+  throws("the cache's keys overlaps k_new", [&] { cache.append(pol, own_keys, one.view()); });
   host_tensor<T, 4> o({2, 3, 1, 4}), q3({2, 3, 1, 4}), q_batch({3, 2, 1, 4});
   for (index_t i = 0; i < o.size(); ++i) o.data()[i] = from_double<T>(42);
   throws("k.H", [&] { attention(pol, q3.view(), cache, o.view()); });  // 2 heads do not divide 3
   throws("the cache's batch", [&] { attention(pol, q_batch.view(), cache, o.view()); });
+  const host_tensor<T, 4> q2({2, 2, 1, 4});
+  const tensor_view<T, 4> o_in_cache{cache.values().data(), {2, 2, 1, 4}, cache.values().strides()};
+  throws("o overlaps v", [&] { attention(pol, q2.view(), cache, o_in_cache); });
   for (index_t i = 0; i < o.size(); ++i) EXPECT_EQ(to_double(o.data()[i]), 42);
   // Per-row key counts out of range, and malformed packed offsets.
   const shape s{2, 2, 3, 5, 4, 4};

@@ -79,6 +79,78 @@ void future_tokens_never_change_earlier_outputs() {
   EXPECT_NE(to_double(oa(0, 0, 149, 0)), to_double(ob(0, 0, 149, 0)));  // later ones change
 }
 
+/// NaN and Inf stored where the mask hides them (future positions, past a row's key count,
+/// outside the window) never reach a row's result; the same values where a row sees them make
+/// that row NaN, as IEEE arithmetic would.
+template <class C>
+void non_finite_values_count_only_where_visible() {
+  using T = typename C::value;
+  const T nan = from_double<T>(NAN), inf = from_double<T>(INFINITY);
+  const auto poison = [&](qkv<C>& in, index_t from, index_t to, index_t below = 0) {
+    for (index_t h = 0; h < in.k.extent(1); ++h)
+      for (index_t t = 0; t < in.k.extent(2); ++t)
+        if ((t >= from && t < to) || t < below) {
+          in.k(0, h, t, t % in.k.extent(3)) = (t % 2) ? nan : inf;
+          in.v(0, h, t, (t + 1) % in.v.extent(3)) = (t % 3) ? inf : nan;
+        }
+  };
+  const auto rows_equal = [](const host_tensor<T, 4>& a, const host_tensor<T, 4>& b, index_t rows) {
+    for (index_t h = 0; h < a.extent(1); ++h)
+      for (index_t i = 0; i < rows; ++i)
+        for (index_t d = 0; d < a.extent(3); ++d)
+          if (!(to_double(a(0, h, i, d)) == to_double(b(0, h, i, d)))) return false;
+    return true;
+  };
+  {  // causal: keys and values after position 70 poisoned; rows up to 70 unchanged
+    const shape s{1, 2, 150, 150, 64, 64};
+    const qkv<C> clean(s);
+    qkv<C> dirty(s);
+    poison(dirty, 71, 150);
+    host_tensor<T, 4> oc({1, 2, 150, 64}), od({1, 2, 150, 64});
+    attention(C::policy(), clean.q.view(), clean.k.view(), clean.v.view(), oc.view(),
+              {.causal = true});
+    attention(C::policy(), dirty.q.view(), dirty.k.view(), dirty.v.view(), od.view(),
+              {.causal = true});
+    EXPECT_TRUE(rows_equal(oc, od, 71));
+    EXPECT_TRUE(std::isnan(to_double(od(0, 0, 71, 5))));  // row 71 sees key 71's NaN score
+    // with a window of 20, rows from 100 on never see keys below 81
+    qkv<C> far(s);
+    poison(far, 0, 0, 81);
+    host_tensor<T, 4> ow({1, 2, 150, 64}), ofar({1, 2, 150, 64});
+    attention(C::policy(), clean.q.view(), clean.k.view(), clean.v.view(), ow.view(),
+              {.causal = true, .window = 20});
+    attention(C::policy(), far.q.view(), far.k.view(), far.v.view(), ofar.view(),
+              {.causal = true, .window = 20});
+    for (index_t h = 0; h < 2; ++h)
+      for (index_t i = 100; i < 150; ++i)
+        for (index_t d = 0; d < 64; ++d)
+          ASSERT_EQ(to_double(ow(0, h, i, d)), to_double(ofar(0, h, i, d))) << i;
+  }
+  {  // one query against 3000 keys (the split-KV decode path), garbage past the length
+    const shape s{1, 2, 1, 3000, 64, 64};
+    const qkv<C> clean(s);
+    qkv<C> dirty(s);
+    poison(dirty, 2500, 3000);
+    const std::vector<std::int32_t> len = {2500};
+    host_tensor<T, 4> oc({1, 2, 1, 64}), od({1, 2, 1, 64});
+    attention(C::policy(), clean.q.view(), clean.k.view(), clean.v.view(), oc.view(), {}, len);
+    attention(C::policy(), dirty.q.view(), dirty.k.view(), dirty.v.view(), od.view(), {}, len);
+    EXPECT_TRUE(rows_equal(oc, od, 1));
+    EXPECT_TRUE(all_finite(od));
+    attention(C::policy(), dirty.q.view(), dirty.k.view(), dirty.v.view(), od.view());
+    EXPECT_TRUE(std::isnan(to_double(od(0, 1, 0, 0))));  // all 3000 visible: NaN
+  }
+  {  // a NaN query makes its own row NaN, not zeros
+    const shape s{1, 1, 9, 9, 16, 16};
+    qkv<C> in(s);
+    in.q(0, 0, 4, 3) = nan;
+    host_tensor<T, 4> o({1, 1, 9, 16});
+    attention(C::policy(), in.q.view(), in.k.view(), in.v.view(), o.view(), {.causal = true});
+    for (index_t d = 0; d < 16; ++d) EXPECT_TRUE(std::isnan(to_double(o(0, 0, 4, d))));
+    EXPECT_TRUE(std::isfinite(to_double(o(0, 0, 3, 0))));
+  }
+}
+
 template <class C>
 void softmax_is_shift_invariant() {
   using T = typename C::value;
@@ -155,6 +227,8 @@ void register_property_tests(Cases cases) {
   ATTN_REGISTER_TEST(cases, "Properties", "FutureTokensNeverChangeEarlierOutputs",
                      future_tokens_never_change_earlier_outputs);
   ATTN_REGISTER_TEST(cases, "Properties", "SoftmaxIsShiftInvariant", softmax_is_shift_invariant);
+  ATTN_REGISTER_TEST(cases, "Properties", "NonFiniteValuesCountOnlyWhereVisible",
+                     non_finite_values_count_only_where_visible);
   ATTN_REGISTER_TEST(cases, "Properties", "HugeScoresStayFinite", huge_scores_stay_finite);
   ATTN_REGISTER_TEST(cases, "Properties", "OnlyMinusInfinityRowBecomesZeros",
                      a_row_of_only_minus_infinity_becomes_zeros);

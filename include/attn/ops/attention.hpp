@@ -110,6 +110,8 @@ attention_args<T, Space> check_attention(const checker& c, const tensor_view<con
   }
   if (opt.window < 0)
     c.fail("window is " + std::to_string(opt.window) + "; it must be >= 0 (0: none)");
+  c.disjoint({footprint_of("o", o), footprint_of("lse", lse)},
+             {footprint_of("q", q), footprint_of("k", k), footprint_of("v", v)});
   shape.value_dim = v.extent(3);
   return {q,
           k,
@@ -122,6 +124,14 @@ attention_args<T, Space> check_attention(const checker& c, const tensor_view<con
           c.scale<T>(opt.scale, q.extent(3)),
           true};
 }
+/// An lse argument: anything that converts to the [B, H, Tq] accum_t<T> view (a tensor_view, or
+/// `{}` for none), kept a template parameter so that `attention(p, q, k, v, o, {})` is not
+/// ambiguous with the options.
+template <class T, class Space>
+using lse_view = tensor_view<accum_t<T>, 3, Space>;
+template <class L, class T, class Space>
+concept lse_output = std::convertible_to<L, lse_view<T, Space>>;
+
 }  // namespace detail
 
 /// Fused attention, also writing the per-row log-sum-exp of the scaled, masked scores
@@ -138,12 +148,10 @@ attention_args<T, Space> check_attention(const checker& c, const tensor_view<con
 /// \param opt  causal (bottom-right aligned when Tq != Tk), window and scale (default
 ///             1/sqrt(D)).
 /// \throws shape_error when the extents disagree, before anything is written.
-template <class Policy, class T, class Space, class Lse>
-requires std::convertible_to < Lse, tensor_view < accum_t<T>,
-3, Space >> void attention(const Policy& policy, input_view<T, 4, Space> q,
-                           input_view<T, 4, Space> k, input_view<T, 4, Space> v,
-                           tensor_view<T, 4, Space> o, Lse&& lse,
-                           const attention_options& opt = {}) {
+template <class Policy, class T, class Space, detail::lse_output<T, Space> Lse>
+void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4, Space> k,
+               input_view<T, 4, Space> v, tensor_view<T, 4, Space> o, Lse&& lse,
+               const attention_options& opt = {}) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"attention"};
   backend<Policy>::run(policy, detail::check_attention<T, Space>(
@@ -176,17 +184,18 @@ void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4,
 ///                    view is checked by attn::cuda, which reads it back first).
 /// \throws shape_error when the extents disagree or a length is out of range, before anything
 ///         is written.
-template <class Policy, class T, class Space, class Lse>
-requires std::convertible_to < Lse, tensor_view < accum_t<T>,
-3, Space >> void attention(const Policy& policy, input_view<T, 4, Space> q,
-                           input_view<T, 4, Space> k, input_view<T, 4, Space> v,
-                           tensor_view<T, 4, Space> o, Lse&& lse, const attention_options& opt,
-                           input_view<std::int32_t, 1, Space> kv_lengths) {
+template <class Policy, class T, class Space, detail::lse_output<T, Space> Lse>
+void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4, Space> k,
+               input_view<T, 4, Space> v, tensor_view<T, 4, Space> o, Lse&& lse,
+               const attention_options& opt, input_view<std::int32_t, 1, Space> kv_lengths) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"attention"};
   attention_args<T, Space> a =
       detail::check_attention<T, Space>(c, q, k, v, o, tensor_view<accum_t<T>, 3, Space>(lse), opt);
   a.lengths_checked = detail::check_lengths(c, kv_lengths, q.extent(0), k.extent(2));
+  using detail::footprint_of;
+  c.disjoint({footprint_of("o", o), footprint_of("lse", a.lse)},
+             {footprint_of("kv_lengths", kv_lengths)});
   a.kv_lengths = kv_lengths;
   backend<Policy>::run(policy, a);
 }
@@ -256,6 +265,11 @@ void attention_varlen(const Policy& policy, input_view<T, 3, Space> q, input_vie
   if (opt.window < 0)
     c.fail("window is " + std::to_string(opt.window) + "; it must be >= 0 (0: none)");
   const double scale = c.scale<T>(opt.scale, q.extent(2));
+  using detail::footprint_of;
+  c.disjoint(
+      {footprint_of("o", o)},
+      {footprint_of("q", q), footprint_of("k", k), footprint_of("v", v),
+       footprint_of("cu_seqlens_q", cu_seqlens_q), footprint_of("cu_seqlens_k", cu_seqlens_k)});
   // [N, H, D] rows [begin, end) seen as [1, H, end - begin, D].
   const auto part = [](auto t, index_t begin, index_t end) {
     using V = std::remove_pointer_t<decltype(t.data())>;
@@ -330,6 +344,10 @@ void attention_backward(const Policy& policy, input_view<T, 4, Space> q, input_v
   detail::check_like(c, "dv", dv, "v", v);
   if (opt.window < 0)
     c.fail("window is " + std::to_string(opt.window) + "; it must be >= 0 (0: none)");
+  using detail::footprint_of;
+  c.disjoint({footprint_of("dq", dq), footprint_of("dk", dk), footprint_of("dv", dv)},
+             {footprint_of("q", q), footprint_of("k", k), footprint_of("v", v),
+              footprint_of("o", o), footprint_of("lse", lse), footprint_of("d_o", d_o)});
   shape.value_dim = v.extent(3);
   backend<Policy>::run(policy,
                        attention_backward_args<T, Space>{q,

@@ -102,6 +102,10 @@ class kv_cache {
     c.same("v_new.Hkv (extent 1)", v_new.extent(1), "the cache's kv_heads", shape_.kv_heads);
     c.same("v_new.Tnew (extent 2)", v_new.extent(2), "k_new.Tnew (extent 2)", n);
     c.same("v_new.Dv (extent 3)", v_new.extent(3), "the cache's value_dim", shape_.value_dim);
+    using detail::footprint_of;
+    c.disjoint(
+        {footprint_of("the cache's keys", keys()), footprint_of("the cache's values", values())},
+        {footprint_of("k_new", k_new), footprint_of("v_new", v_new)});
     for (index_t b = 0; b < shape_.batch; ++b)
       if (lengths_[std::size_t(b)] + n > shape_.capacity)
         c.fail("sequence " + std::to_string(b) + " holds " +
@@ -158,12 +162,10 @@ class kv_cache {
 /// \param lse    [B, H, Tq] log-sum-exp, or the overload without.
 /// \param opt    causal, window, scale.
 /// \throws shape_error when the extents disagree, before anything is written.
-template <class Policy, class T, class Space, class Lse>
-requires std::convertible_to < Lse, tensor_view < accum_t<T>,
-3, Space >> void attention(const Policy& policy, input_view<T, 4, Space> q,
-                           const kv_cache<std::type_identity_t<T>, Space>& cache,
-                           tensor_view<T, 4, Space> o, Lse&& lse,
-                           const attention_options& opt = {}) {
+template <class Policy, class T, class Space, detail::lse_output<T, Space> Lse>
+void attention(const Policy& policy, input_view<T, 4, Space> q,
+               const kv_cache<std::type_identity_t<T>, Space>& cache, tensor_view<T, 4, Space> o,
+               Lse&& lse, const attention_options& opt = {}) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"attention"};
   c.same("q.B (extent 0)", q.extent(0), "the cache's batch", cache.shape().batch);

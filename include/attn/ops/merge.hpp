@@ -30,7 +30,8 @@ struct merge_args {
 /// with m = max(lse_a, lse_b), `lse = m + log(e^(lse_a - m) + e^(lse_b - m))` and
 /// `o = e^(lse_a - lse) o_a + e^(lse_b - lse) o_b` per row, in accum_t<T>. A side whose lse is
 /// -inf (it saw no key) contributes nothing; both -inf give zeros and -inf. o (and lse) may be
-/// the same views as o_a (lse_a) or o_b (lse_b): each row is read before it is written.
+/// the very same views as o_a (lse_a) or o_b (lse_b): each row is read before it is written;
+/// any other overlap between an output and an input is rejected.
 ///
 /// \param o_a, o_b    [B, H, Tq, Dv] the partial outputs.
 /// \param lse_a, lse_b  [B, H, Tq] their log-sum-exps.
@@ -65,6 +66,11 @@ void merge_attention(const Policy& policy, input_view<T, 4, Space> o_a,
       c.same("lse extent " + std::to_string(i), lse.extent(i), "o_a extent " + std::to_string(i),
              o_a.extent(i));
   }
+  using detail::footprint_of;
+  c.disjoint({footprint_of("o", o), footprint_of("lse", lse)},
+             {footprint_of("o_a", o_a), footprint_of("lse_a", lse_a), footprint_of("o_b", o_b),
+              footprint_of("lse_b", lse_b)},
+             {{"o", "o_a"}, {"o", "o_b"}, {"lse", "lse_a"}, {"lse", "lse_b"}});
   backend<Policy>::run(policy, merge_args<T, Space>{o_a, o_b, lse_a, lse_b, o, lse});
 }
 

@@ -163,7 +163,7 @@ index_t check_mha(const checker& c, const tensor_view<const T, 3, Space>& x,
 ///
 /// \param x    [B, T, d_model] input.
 /// \param w    the layer's weights and head counts.
-/// \param out  [B, T, d_model] output; must not alias `x`.
+/// \param out  [B, T, d_model] output; must not overlap `x` or the weights.
 /// \param opt  causal, window and scale (default 1/sqrt(D)).
 /// \param ws   the workspace (grown if needed).
 /// \throws shape_error when the extents disagree, before anything is written.
@@ -183,6 +183,11 @@ void multi_head_attention(const Policy& policy, input_view<T, 3, Space> x,
   if (opt.window < 0)
     c.fail("window is " + std::to_string(opt.window) + "; it must be >= 0 (0: none)");
   const double scale = c.scale<T>(opt.scale, D);
+  using detail::footprint_of;
+  c.disjoint({footprint_of("out", out)},
+             {footprint_of("x", x), footprint_of("w_q", w.w_q), footprint_of("w_k", w.w_k),
+              footprint_of("w_v", w.w_v), footprint_of("w_o", w.w_o), footprint_of("b_q", w.b_q),
+              footprint_of("b_k", w.b_k), footprint_of("b_v", w.b_v), footprint_of("b_o", w.b_o)});
   if (out.empty()) return;
 
   ws.reserve(B, T_, C, H, Hkv, mask_spec{opt.causal, opt.window}, scale);
@@ -288,6 +293,16 @@ void multi_head_attention_backward(const Policy& policy, input_view<T, 3, Space>
       c.output(d.name, d.db);
       c.same(std::string(d.name) + " (extent 0)", d.db.extent(0), "its bias's size", d.n);
     }
+  using detail::footprint_of;
+  c.disjoint({footprint_of("g.d_x", g.d_x), footprint_of("g.d_w_q", g.d_w_q),
+              footprint_of("g.d_w_k", g.d_w_k), footprint_of("g.d_w_v", g.d_w_v),
+              footprint_of("g.d_w_o", g.d_w_o), footprint_of("g.d_b_q", g.d_b_q),
+              footprint_of("g.d_b_k", g.d_b_k), footprint_of("g.d_b_v", g.d_b_v),
+              footprint_of("g.d_b_o", g.d_b_o)},
+             {footprint_of("x", x), footprint_of("d_out", d_out), footprint_of("w_q", w.w_q),
+              footprint_of("w_k", w.w_k), footprint_of("w_v", w.w_v), footprint_of("w_o", w.w_o),
+              footprint_of("b_q", w.b_q), footprint_of("b_k", w.b_k), footprint_of("b_v", w.b_v),
+              footprint_of("b_o", w.b_o)});
   if (x.empty()) return;
 
   // out = heads W_o + b_o: the gradient of the heads, W_o and b_o.

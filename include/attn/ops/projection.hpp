@@ -112,7 +112,7 @@ void check_dx(const checker& c, const tensor_view<const T, 3, Space>& x,
 ///
 /// \param x     [B, T, C] input.
 /// \param w     [C, E] weight (row-major: y = x w, as in GPT-2's Conv1D).
-/// \param y     [B, T, E] output; may be strided, must not alias `x` or `w`.
+/// \param y     [B, T, E] output; may be strided, must not overlap `x`, `w` or `bias`.
 /// \param bias  [E], or empty for none (a `std::vector` or `std::span` converts on the host).
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
@@ -122,6 +122,9 @@ void project(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 2, S
   const detail::checker c{"project"};
   c.view("x", x);
   detail::check_projection(c, x, "w", w, "bias", bias, "y", y);
+  using detail::footprint_of;
+  c.disjoint({footprint_of("y", y)},
+             {footprint_of("x", x), footprint_of("w", w), footprint_of("bias", bias)});
   backend<Policy>::run(policy, projection_args<T, Space>{x, 1, {w}, {bias}, {y}});
 }
 
@@ -133,7 +136,7 @@ void project(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 2, S
 ///
 /// \param x              [B, T, C] input.
 /// \param w_q, w_k, w_v  [C, E] weights.
-/// \param q, k, v        [B, T, E] outputs.
+/// \param q, k, v        [B, T, E] outputs; disjoint from each other and from the inputs.
 /// \param b_q, b_k, b_v  [E] each, or empty.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
@@ -150,6 +153,11 @@ void project_qkv(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 
   detail::check_projection(c, x, "w_v", w_v, "b_v", b_v, "v", v);
   c.same("w_k.E (extent 1)", w_k.extent(1), "w_q.E (extent 1)", w_q.extent(1));
   c.same("w_v.E (extent 1)", w_v.extent(1), "w_q.E (extent 1)", w_q.extent(1));
+  using detail::footprint_of;
+  c.disjoint({footprint_of("q", q), footprint_of("k", k), footprint_of("v", v)},
+             {footprint_of("x", x), footprint_of("w_q", w_q), footprint_of("w_k", w_k),
+              footprint_of("w_v", w_v), footprint_of("b_q", b_q), footprint_of("b_k", b_k),
+              footprint_of("b_v", b_v)});
   backend<Policy>::run(
       policy, projection_args<T, Space>{x, 3, {w_q, w_k, w_v}, {b_q, b_k, b_v}, {q, k, v}});
 }
@@ -175,6 +183,9 @@ void project_backward(const Policy& policy, input_view<T, 3, Space> x, input_vie
   detail::check_projection_backward(c, x, "w", w, "dy", tensor_view<const T, 3, Space>(dy), "dw",
                                     dw, "db", db);
   detail::check_dx(c, x, dx);
+  using detail::footprint_of;
+  c.disjoint({footprint_of("dx", dx), footprint_of("dw", dw), footprint_of("db", db)},
+             {footprint_of("x", x), footprint_of("w", w), footprint_of("dy", dy)});
   backend<Policy>::run(policy, projection_backward_args<T, Space>{x, 1, {w}, {dy}, dx, {dw}, {db}});
 }
 

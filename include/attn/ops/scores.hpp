@@ -74,7 +74,7 @@ attention_shape check_qk(const checker& c, const Q& q, const K& k) {
 ///
 /// \param q      [B, H, Tq, D] queries.
 /// \param k      [B, Hkv, Tk, D] keys; Hkv divides H (grouped-query attention).
-/// \param s      [B, H, Tq, Tk] output scores.
+/// \param s      [B, H, Tq, Tk] output scores; must not overlap q or k.
 /// \param scale  multiplier, default 1/sqrt(D); must be finite in the element type.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
@@ -89,6 +89,8 @@ void scaled_scores(const Policy& policy, input_view<T, 4, Space> q, input_view<T
   c.same("s.Tq (extent 2)", s.extent(2), "q.Tq (extent 2)", q.extent(2));
   c.same("s.Tk (extent 3)", s.extent(3), "k.Tk (extent 2)", k.extent(2));
   const double sc = c.scale<T>(scale, q.extent(3));
+  using detail::footprint_of;
+  c.disjoint({footprint_of("s", s)}, {footprint_of("q", q), footprint_of("k", k)});
   backend<Policy>::run(policy, scores_args<T, Space>{q, k, s, shape, sc});
 }
 
@@ -119,6 +121,9 @@ void scaled_scores_backward(const Policy& policy, input_view<T, 4, Space> q,
   detail::check_like(c, "dq", dq, "q", q);
   detail::check_like(c, "dk", dk, "k", k);
   const double sc = c.scale<T>(scale, q.extent(3));
+  using detail::footprint_of;
+  c.disjoint({footprint_of("dq", dq), footprint_of("dk", dk)},
+             {footprint_of("q", q), footprint_of("k", k), footprint_of("ds", ds)});
   backend<Policy>::run(policy, scores_backward_args<T, Space>{q, k, ds, dq, dk, shape, sc});
 }
 

@@ -50,7 +50,8 @@ void softmax_rows(const Policy& policy, tensor_view<T, 4, Space> s) {
 
 /// The gradient of `softmax_rows` from dp = dLoss/dp and the forward's probabilities p:
 /// `ds[.., i, j] = p[.., i, j] * (dp[.., i, j] - sum_k dp[.., i, k] p[.., i, k])`. ds may be the
-/// same view as dp (in place); written, not accumulated.
+/// same view as dp (in place; no other overlap with p or dp is allowed); written, not
+/// accumulated.
 ///
 /// \param p   [B, H, Tq, Tk] the forward's output.
 /// \param dp  [B, H, Tq, Tk] gradient of the probabilities.
@@ -69,6 +70,9 @@ void softmax_rows_backward(const Policy& policy, input_view<T, 4, Space> p,
     c.same("dp" + axis, dp.extent(i), "p" + axis, p.extent(i));
     c.same("ds" + axis, ds.extent(i), "p" + axis, p.extent(i));
   }
+  using detail::footprint_of;
+  c.disjoint({footprint_of("ds", ds)}, {footprint_of("p", p), footprint_of("dp", dp)},
+             {{"ds", "dp"}});
   backend<Policy>::run(policy, softmax_backward_args<T, Space>{p, dp, ds});
 }
 

@@ -58,7 +58,7 @@ attention_shape check_pv(const checker& c, const P& p, const V& v) {
 ///
 /// \param p  [B, H, Tq, Tk] probabilities (any weights).
 /// \param v  [B, Hkv, Tk, Dv] values; Hkv divides H (grouped-query attention).
-/// \param o  [B, H, Tq, Dv] output.
+/// \param o  [B, H, Tq, Dv] output; must not overlap p or v.
 /// \throws shape_error when the extents disagree, before anything is written.
 template <class Policy, class T, class Space>
 void weighted_values(const Policy& policy, input_view<T, 4, Space> p, input_view<T, 4, Space> v,
@@ -71,6 +71,8 @@ void weighted_values(const Policy& policy, input_view<T, 4, Space> p, input_view
   c.same("o.H (extent 1)", o.extent(1), "p.H (extent 1)", p.extent(1));
   c.same("o.Tq (extent 2)", o.extent(2), "p.Tq (extent 2)", p.extent(2));
   c.same("o.Dv (extent 3)", o.extent(3), "v.Dv (extent 3)", v.extent(3));
+  using detail::footprint_of;
+  c.disjoint({footprint_of("o", o)}, {footprint_of("p", p), footprint_of("v", v)});
   backend<Policy>::run(policy, weighted_values_args<T, Space>{p, v, o, shape});
 }
 
@@ -98,6 +100,9 @@ void weighted_values_backward(const Policy& policy, input_view<T, 4, Space> p,
   c.same("d_o.Dv (extent 3)", d_o.extent(3), "v.Dv (extent 3)", v.extent(3));
   detail::check_like(c, "dp", dp, "p", p);
   detail::check_like(c, "dv", dv, "v", v);
+  using detail::footprint_of;
+  c.disjoint({footprint_of("dp", dp), footprint_of("dv", dv)},
+             {footprint_of("p", p), footprint_of("v", v), footprint_of("d_o", d_o)});
   backend<Policy>::run(policy, weighted_values_backward_args<T, Space>{p, v, d_o, dp, dv, shape});
 }
 

@@ -245,13 +245,14 @@ struct backend<cpu_policy> {
                        const A m = std::max(la, lb);
                        const A wa = m == -inf ? A(0) : std::exp(la - m);
                        const A wb = m == -inf ? A(0) : std::exp(lb - m);
-                       const A sum = wa + wb, inv = sum > 0 ? A(1) / sum : A(0);
+                       // -inf only when neither side saw a key; a NaN reaches the sum.
+                       const softmax_end<A> end = finish_softmax(m != -inf, m, wa + wb);
                        for (index_t d = 0; d < a.o.extent(3); ++d) {
                          const A x = (wa == 0 ? A(0) : wa * A(a.o_a(b, h, i, d))) +
                                      (wb == 0 ? A(0) : wb * A(a.o_b(b, h, i, d)));
-                         a.o(b, h, i, d) = T(x * inv);
+                         a.o(b, h, i, d) = T(x * end.scale);
                        }
-                       if (!a.lse.empty()) a.lse(b, h, i) = sum > 0 ? m + std::log(sum) : -inf;
+                       if (!a.lse.empty()) a.lse(b, h, i) = end.lse;
                      }
                    });
   }

@@ -167,15 +167,17 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                      const float lse = first[c * per_item + rows * Dv + r];
                      sum += lse == -inf ? 0.0f : std::exp(lse - m);
                    }
+                   // m is -inf only when no chunk saw a key; a NaN in any chunk reaches sum.
+                   const softmax_end<float> end = finish_softmax(m != -inf, m, sum);
                    for (index_t d = 0; d < Dv; ++d) {
                      float x = 0;
                      for (index_t c = 0; c < chunks; ++c) {
                        const float lse = first[c * per_item + rows * Dv + r];
                        if (lse != -inf) x += std::exp(lse - m) * first[c * per_item + r * Dv + d];
                      }
-                     a.o(b, h, i, d) = sum > 0 ? x / sum : 0.0f;
+                     a.o(b, h, i, d) = x * end.scale;
                    }
-                   if (a.lse.data() != nullptr) a.lse(b, h, i) = sum > 0 ? m + std::log(sum) : -inf;
+                   if (a.lse.data() != nullptr) a.lse(b, h, i) = end.lse;
                  }
                });
 }

@@ -6,6 +6,7 @@
 /// CPU reference: attn::copy between host views (attn/cuda/memory.hpp).
 
 #include "attn/backend/cuda/common.cuh"
+#include "attn/core/visibility.hpp"
 
 namespace attn::cuda_detail {
 
@@ -52,13 +53,14 @@ __global__ void __launch_bounds__(copy_threads)
   const float la = lse_a(b, h, i), lb = lse_b(b, h, i), m = fmaxf(la, lb);
   const float wa = m == neg_inf ? 0.0f : exp2f((la - m) * log2e);
   const float wb = m == neg_inf ? 0.0f : exp2f((lb - m) * log2e);
-  const float sum = wa + wb;
+  // m is -inf only when neither side saw a key; a NaN on either side reaches the sum.
+  const softmax_end<float> end = finish_softmax(m != neg_inf, m, wa + wb);
   if (Dv > 0) {
     const float x = (wa == 0.0f ? 0.0f : wa * to_float(o_a(b, h, i, d))) +
                     (wb == 0.0f ? 0.0f : wb * to_float(o_b(b, h, i, d)));
-    o(b, h, i, d) = from_float<T>(sum > 0.0f ? x / sum : 0.0f);
+    o(b, h, i, d) = from_float<T>(x * end.scale);
   }
-  if (d == 0 && lse.data() != nullptr) lse(b, h, i) = sum > 0.0f ? m + logf(sum) : neg_inf;
+  if (d == 0 && lse.data() != nullptr) lse(b, h, i) = end.lse;
 }
 
 }  // namespace attn::cuda_detail

@@ -165,16 +165,17 @@ __global__ void __launch_bounds__(128)
     const float x = w.lse[c * rows + r];
     sum += x == neg_inf ? 0.0f : exp2f((x - m) * log2e);
   }
+  // m is -inf only when no chunk saw a key; a NaN in any chunk reaches the sum.
+  const softmax_end<float> end = finish_softmax(m != neg_inf, m, sum);
   for (int d = lane; d < Dv; d += 32) {
     float x = 0.0f;
     for (index_t c = 0; c < w.chunks; ++c) {
       const float lc = w.lse[c * rows + r];
       if (lc != neg_inf) x += exp2f((lc - m) * log2e) * w.o[(c * rows + r) * Dv + d];
     }
-    o.at(b, h)[i * o.rs + d * o.cs] = from_float<T>(sum > 0.0f ? x / sum : 0.0f);
+    o.at(b, h)[i * o.rs + d * o.cs] = from_float<T>(x * end.scale);
   }
-  if (lse != nullptr && lane == 0)
-    lse[b * lse_s0 + h * lse_s1 + i * lse_s2] = sum > 0.0f ? m + logf(sum) : neg_inf;
+  if (lse != nullptr && lane == 0) lse[b * lse_s0 + h * lse_s1 + i * lse_s2] = end.lse;
 }
 
 }  // namespace attn::cuda_detail

@@ -273,13 +273,14 @@ struct backend<reference_policy> {
       const double la = a.lse_a(b, h, i), lb = a.lse_b(b, h, i);
       const double m = std::max(la, lb);
       const double wa = m == -inf ? 0.0 : std::exp(la - m), wb = m == -inf ? 0.0 : std::exp(lb - m);
-      const double sum = wa + wb;
+      // m is -inf only when neither side saw a key; a NaN on either side reaches the sum.
+      const softmax_end<double> end = finish_softmax(m != -inf, m, wa + wb);
       for (index_t d = 0; d < a.o.extent(3); ++d) {
         const double x = (wa == 0 ? 0.0 : wa * double(a.o_a(b, h, i, d))) +
                          (wb == 0 ? 0.0 : wb * double(a.o_b(b, h, i, d)));
-        a.o(b, h, i, d) = T(sum > 0 ? x / sum : 0.0);
+        a.o(b, h, i, d) = T(x * end.scale);
       }
-      if (!a.lse.empty()) a.lse(b, h, i) = accum_t<T>(sum > 0 ? m + std::log(sum) : -inf);
+      if (!a.lse.empty()) a.lse(b, h, i) = accum_t<T>(end.lse);
     });
   }
 

@@ -20,6 +20,14 @@
 #define ATTN_CPU_SIMD 0
 #endif
 
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized inside themselves once inlined (GCC
+// bug 105593, fixed in GCC 13); keep it quiet here so that users' -Wall -Werror builds pass.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 namespace attn::cpu_detail {
 
 /// One (batch, head) of a float attention as the kernel sees it: row pointers and strides of
@@ -382,3 +390,7 @@ inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
 }
 
 }  // namespace attn::cpu_detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
