@@ -45,6 +45,25 @@ TEST(Errors, ShapeErrorIsAnInvalidArgument) {
   }
 }
 
+// 2^26 keys, every score equal: every key weighs exactly the same, so o is the mean of v and
+// lse = ln 2^26, to float accuracy (a running float sum of exp2(0) that drifted by an ulp a
+// step would give 0.5 here). Both the decode path (one query) and the item kernel (16).
+TEST(AttentionLongContext, TwoToThe26KeysStayWithinTolerance) {
+  const index_t Tk = index_t(1) << 26;
+  host_tensor<float, 4> k({1, 1, Tk, 1}), v({1, 1, Tk, 1});
+  for (index_t j = 0; j < Tk; ++j) k.data()[j] = float(j % 7) - 3, v.data()[j] = float(j % 2);
+  for (index_t Tq : {1, 16}) {
+    host_tensor<float, 4> q({1, 1, Tq, 1}), o({1, 1, Tq, 1});
+    host_tensor<float, 3> lse({1, 1, Tq});
+    for (index_t i = 0; i < Tq; ++i) q.data()[i] = 0.0f;  // every score 0
+    attention(cpu, q.view(), k.view(), v.view(), o.view(), lse.view());
+    for (index_t i = 0; i < Tq; ++i) {
+      EXPECT_NEAR(o(0, 0, i, 0), 0.5f, 1e-5f) << Tq;
+      EXPECT_NEAR(lse(0, 0, i), std::log(double(Tk)), 1e-5 * std::log(double(Tk))) << Tq;
+    }
+  }
+}
+
 // `{}` as the options argument picks the overload without lse.
 TEST(Errors, BracedOptionsAreNotAnLseView) {
   const shape s{1, 1, 3, 3, 4, 4};

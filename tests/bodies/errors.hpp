@@ -316,6 +316,9 @@ std::vector<bad_case> bad_cases() {
         ATTN_BAD("overlap_attention_o_heads_rows", "map two indices",
                  attention(pol, a.q(), a.k(), a.v(),
                            tensor_view<float, 4>{a.out.data(), {2, 3, 7, 5}, {200, 5, 10, 1}})),
+        ATTN_BAD(
+            "overlap_softmax_equal_strides", "map two indices",
+            softmax_rows(pol, tensor_view<float, 4>{a.out.data(), {2, 3, 7, 9}, {4, 4, 4, 4}})),
         ATTN_BAD("overlap_attention_lse_strides", "map two indices",
                  attention(pol, a.q(), a.k(), a.v(), a.o(),
                            tensor_view<float, 3>{a.lse_buf.data(), {2, 3, 7}, {6, 2, 1}})),
@@ -454,6 +457,20 @@ void empty_problems_are_valid_and_do_nothing() {
   host_tensor<float, 2> wsq({12, 12});
   const mha_weights<float> m{wsq.view(), wsq.view(), wsq.view(), wsq.view(), {}, {}, {}, {}, 3};
   EXPECT_NO_THROW(multi_head_attention(pol, x_t0.view(), m, out_t0.view()));
+  // attention_backward without keys: dq = 0 (found by tests/fuzz).
+  host_tensor<float, 4> dq_t0({2, 3, 7, 8}), d_o_t0({2, 3, 7, 5}), dk_t0({2, 3, 0, 8}),
+      dv_t0({2, 3, 0, 5});
+  for (index_t i = 0; i < dq_t0.size(); ++i) dq_t0.data()[i] = 42;
+  attention_backward(pol, q1.view(), k_t0.view(), v_t0.view(), o_t0.view(), lse.view(),
+                     d_o_t0.view(), dq_t0.view(), dk_t0.view(), dv_t0.view());
+  for (index_t i = 0; i < dq_t0.size(); ++i) EXPECT_EQ(dq_t0.data()[i], 0.0f);
+  // merge_attention with Dv = 0 still merges the lse (found by tests/fuzz).
+  host_tensor<float, 4> m0({2, 3, 7, 0});
+  host_tensor<float, 3> la({2, 3, 7}), lb({2, 3, 7}), lm({2, 3, 7});
+  for (index_t i = 0; i < la.size(); ++i) la.data()[i] = 0.5f, lb.data()[i] = -1.0f;
+  merge_attention(pol, m0.view(), la.view(), m0.view(), lb.view(), m0.view(), lm.view());
+  for (index_t i = 0; i < lm.size(); ++i)
+    EXPECT_NEAR(lm.data()[i], 0.5 + std::log1p(std::exp(-1.5)), 1e-6);
 }
 
 /// What the overlap rules allow: inputs sharing memory, outputs interleaved in one buffer

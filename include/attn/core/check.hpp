@@ -139,6 +139,8 @@ inline bool self_overlap(const footprint& a) {
   lattice l;
   for (int i = 0; i < a.rank; ++i) {
     if (a.strides[i] == 0) return true;
+    for (int j = 0; j < i; ++j)  // index +1 on one axis, -1 on the other
+      if (a.strides[j] == a.strides[i]) return true;
     l.axis(a.strides[i], -(a.extents[i] - 1), a.extents[i] - 1);
   }
   return l.solvable(0, true);

@@ -238,7 +238,8 @@ struct backend<cpu_policy> {
   static void run(const cpu_policy& p, const merge_args<T>& a) {
     using A = accum_t<T>;
     constexpr A inf = std::numeric_limits<A>::infinity();
-    for_row_blocks(p, a.o, 4.0 * double(a.o.extent(3)),
+    // Over lse's rows: with Dv = 0 the lse is still merged.
+    for_row_blocks(p, a.o.extent(0), a.o.extent(1), a.o.extent(2), 4.0 * double(a.o.extent(3)),
                    [&](index_t b, index_t h, index_t i0, index_t rows) {
                      for (index_t i = i0; i < i0 + rows; ++i) {
                        const A la = a.lse_a(b, h, i), lb = a.lse_b(b, h, i);
@@ -322,12 +323,19 @@ struct backend<cpu_policy> {
   }
 
   /// Calls f(b, h, i0, rows) for blocks of `block_rows` rows of a [B, H, T, *] view, in
-  /// parallel; `flops_per_row` sizes the thread count.
+  /// parallel (nothing for an empty view); `flops_per_row` sizes the thread count.
   template <class T, class F>
   static void for_row_blocks(const cpu_policy& p, const tensor_view<T, 4>& s, double flops_per_row,
                              F&& f) {
-    const index_t B = s.extent(0), H = s.extent(1), rows = s.extent(2);
     if (s.empty()) return;
+    for_row_blocks(p, s.extent(0), s.extent(1), s.extent(2), flops_per_row, f);
+  }
+
+  /// The same over B x H x rows rows, however long (even empty) each row is.
+  template <class F>
+  static void for_row_blocks(const cpu_policy& p, index_t B, index_t H, index_t rows,
+                             double flops_per_row, F&& f) {
+    if (B == 0 || H == 0 || rows == 0) return;
     const index_t blocks = (rows + block_rows - 1) / block_rows;
     const int workers = cpu_detail::worker_count(p, B * H * blocks, flops_per_row * block_rows);
     cpu_detail::parallel_for(workers, B * H * blocks, [&](index_t item) {

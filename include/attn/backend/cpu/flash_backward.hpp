@@ -29,7 +29,7 @@ inline constexpr index_t backward_block = 64;  ///< keys per chunk step (every b
 inline index_t backward_chunks(const attention_shape& s) {
   const index_t blocks = (s.kv_len + backward_block - 1) / backward_block;
   const index_t heads = std::max<index_t>(1, s.batch * s.kv_heads);
-  return std::clamp<index_t>((24 + heads - 1) / heads, 1, std::min<index_t>(8, blocks));
+  return std::clamp<index_t>((24 + heads - 1) / heads, 1, std::clamp<index_t>(blocks, 1, 8));
 }
 
 /// Keys [begin, end) of chunk c of n over `keys` keys, in whole blocks.
@@ -108,6 +108,13 @@ template <class T>
 void flash_attention_backward(const cpu_policy& policy, const attention_backward_args<T>& a) {
   const attention_shape& s = a.shape;
   if (s.batch == 0 || s.kv_heads == 0) return;
+  if (s.kv_len == 0) {  // no key at all: dq = 0 (dk and dv are empty)
+    for (index_t b = 0; b < a.dq.extent(0); ++b)
+      for (index_t h = 0; h < a.dq.extent(1); ++h)
+        for (index_t i = 0; i < a.dq.extent(2); ++i)
+          for (index_t d = 0; d < a.dq.extent(3); ++d) a.dq(b, h, i, d) = T(0);
+    return;
+  }
   const index_t n = backward_chunks(s), G = s.group();
   const index_t items = s.batch * s.kv_heads * n;
   // dQ: written directly when a head's keys are one chunk, else one contiguous part per chunk.

@@ -378,12 +378,11 @@ template <class T>
 void backend<cuda_policy>::run(const cuda_policy& policy, const merge_args<T, device_space>& a) {
   using namespace cuda_detail;
   const index_t rows = a.o.extent(0) * a.o.extent(1) * a.o.extent(2);
-  const index_t n = rows * (a.o.extent(3) > 0 ? a.o.extent(3) : 1);
   if (rows == 0) return;
-  if (blocks_for(n, copy_threads) > 0x7fffffff)
-    throw backend_error("attn: CUDA merge: too many elements (" + std::to_string(n) + ")");
-  ATTN_CUDA_LAUNCH(&merge_kernel<T>, dim3(blocks_for(n, copy_threads)), dim3(copy_threads), 0,
-                   policy.stream, a.o_a, a.o_b, a.lse_a, a.lse_b, a.o, a.lse, n);
+  if (blocks_for(rows, copy_threads) > 0x7fffffff)
+    throw backend_error("attn: CUDA merge: too many rows (" + std::to_string(rows) + ")");
+  ATTN_CUDA_LAUNCH(&merge_kernel<T>, dim3(blocks_for(rows, copy_threads)), dim3(copy_threads), 0,
+                   policy.stream, a.o_a, a.o_b, a.lse_a, a.lse_b, a.o, a.lse, rows);
 }
 
 template <class T>

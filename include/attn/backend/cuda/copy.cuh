@@ -35,32 +35,31 @@ void strided_copy(cudaStream_t stream, tensor_view<const T, 4, device_space> src
                    stream, src, dst, n);
 }
 
-/// o = w_a o_a + w_b o_b with the weights of the two log-sum-exps, one thread per (row,
-/// column); lse by the row's first thread (see merge_attention). Each element is read before
-/// it is written, so o may be o_a or o_b.
+/// o = w_a o_a + w_b o_b with the weights of the two log-sum-exps, one thread per row (see
+/// merge_attention). A row is read before it is written and no other thread touches it, so o
+/// may be o_a or o_b and lse may be lse_a or lse_b.
 template <class T>
 __global__ void __launch_bounds__(copy_threads)
     merge_kernel(tensor_view<const T, 4, device_space> o_a,
                  tensor_view<const T, 4, device_space> o_b,
                  tensor_view<const float, 3, device_space> lse_a,
                  tensor_view<const float, 3, device_space> lse_b, tensor_view<T, 4, device_space> o,
-                 tensor_view<float, 3, device_space> lse, index_t n) {
-  const index_t e = index_t(blockIdx.x) * copy_threads + threadIdx.x;
-  if (e >= n) return;
+                 tensor_view<float, 3, device_space> lse, index_t rows) {
+  const index_t r = index_t(blockIdx.x) * copy_threads + threadIdx.x;
+  if (r >= rows) return;
   const index_t Dv = o.extent(3), Tq = o.extent(2), H = o.extent(1);
-  const index_t d = Dv > 0 ? e % Dv : 0, r = Dv > 0 ? e / Dv : e;
   const index_t i = r % Tq, h = (r / Tq) % H, b = r / (Tq * H);
   const float la = lse_a(b, h, i), lb = lse_b(b, h, i), m = fmaxf(la, lb);
   const float wa = m == neg_inf ? 0.0f : exp2f((la - m) * log2e);
   const float wb = m == neg_inf ? 0.0f : exp2f((lb - m) * log2e);
   // m is -inf only when neither side saw a key; a NaN on either side reaches the sum.
   const softmax_end<float> end = finish_softmax(m != neg_inf, m, wa + wb);
-  if (Dv > 0) {
+  for (index_t d = 0; d < Dv; ++d) {
     const float x = (wa == 0.0f ? 0.0f : wa * to_float(o_a(b, h, i, d))) +
                     (wb == 0.0f ? 0.0f : wb * to_float(o_b(b, h, i, d)));
     o(b, h, i, d) = from_float<T>(x * end.scale);
   }
-  if (d == 0 && lse.data() != nullptr) lse(b, h, i) = end.lse;
+  if (lse.data() != nullptr) lse(b, h, i) = end.lse;
 }
 
 }  // namespace attn::cuda_detail

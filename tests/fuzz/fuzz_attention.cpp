@@ -1,0 +1,505 @@
+// A fuzz target for the public functions (the fused attention and its backward, the forward
+// stages, project_qkv, merge_attention, multi_head_attention): each input builds one small random
+// problem (extents 0-70, random strides, offsets into one shared arena so that views may overlap,
+// options, thread counts) and calls one function on attn::cpu. Either the call throws shape_error
+// and the arena is bit-for-bit what it was, or it returns, nothing outside its outputs changed, and
+// the outputs match attn::reference run on dense copies of the inputs.
+//
+// With clang: clang++ -fsanitize=fuzzer,address (scripts/test runs it for a minute
+// from tests/fuzz/corpus). Without libFuzzer (ATTN_FUZZ_REPLAY): a main that replays the files
+// given on the command line, so every committed input is a regression test (CTest fuzz.replay).
+
+#include <array>
+#include <attn/attn.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+namespace {
+
+using attn::index_t;
+
+/// The input's bytes as a stream of choices (zeros once it runs out).
+class choices {
+ public:
+  choices(const std::uint8_t* p, std::size_t n) : p_(p), n_(n) {}
+  unsigned byte() { return i_ < n_ ? p_[i_++] : 0u; }
+  index_t below(index_t n) { return n <= 1 ? 0 : index_t((byte() << 8 | byte()) % unsigned(n)); }
+  /// An extent: mostly small, sometimes up to `max`.
+  index_t extent(index_t max) {
+    return byte() % 4 == 0 ? below(max + 1) : below(std::min<index_t>(max, 9) + 1);
+  }
+
+ private:
+  const std::uint8_t* p_;
+  std::size_t n_, i_ = 0;
+};
+
+constexpr index_t arena_size = 1 << 16;
+
+/// Where a view lies in the arena: offset and strides for its extents, usually a padded
+/// row-major layout, sometimes strides picked at random (which may reach an element twice, or
+/// lie past the arena's end: then the case is skipped).
+template <int R>
+bool place(choices& c, const attn::dims<R>& e, index_t& offset, attn::dims<R>& strides,
+           const std::vector<index_t>& others) {
+  index_t span = 1;
+  for (int i = R - 1; i >= 0; --i) {
+    const unsigned kind = c.byte() % 8;
+    strides[i] = kind == 0 ? c.below(9) : span * (kind == 1 ? 2 : 1) + (kind == 2 ? 1 : 0);
+    span = std::max(span, strides[i] * std::max<index_t>(e[i], 1));
+  }
+  index_t last = 0;
+  for (int i = 0; i < R; ++i) last += (std::max<index_t>(e[i], 1) - 1) * strides[i];
+  if (last >= arena_size) return false;
+  // Near another view (to overlap it, or to interleave with it), or anywhere.
+  if (!others.empty() && c.byte() % 3 == 0)
+    offset = std::min(others[std::size_t(c.below(index_t(others.size())))] + c.below(40),
+                      arena_size - 1 - last);
+  else
+    offset = c.below(arena_size - last);
+  return true;
+}
+
+struct arena {
+  std::vector<float> data = std::vector<float>(arena_size);
+  std::vector<index_t> offsets;  // of the views placed so far
+
+  template <class T, int R>
+  bool view(choices& c, const attn::dims<R>& e, attn::tensor_view<T, R>& out) {
+    index_t offset;
+    attn::dims<R> strides;
+    if (!place<R>(c, e, offset, strides, offsets)) return false;
+    offsets.push_back(offset);
+    if (std::getenv("ATTN_FUZZ_VERBOSE")) {
+      std::fprintf(stderr, "  view at %td:", offset);
+      for (int i = 0; i < R; ++i) std::fprintf(stderr, " %td/%td", e[i], strides[i]);
+      std::fprintf(stderr, "\n");
+    }
+    out = attn::tensor_view<T, R>{data.data() + offset, e, strides};
+    return true;
+  }
+};
+
+/// A dense copy of a view.
+template <class T, int R>
+attn::host_tensor<float, R> dense(const attn::tensor_view<T, R>& v) {
+  attn::host_tensor<float, R> t(v.extents());
+  index_t n = 0;
+  attn::dims<R> i{};
+  const auto visit = [&](auto&& self, int axis) -> void {
+    if (axis == R) {
+      index_t off = 0;
+      for (int a = 0; a < R; ++a) off += i[a] * v.stride(a);
+      t.data()[n++] = v.data()[off];
+      return;
+    }
+    for (i[axis] = 0; i[axis] < v.extent(axis); ++i[axis]) self(self, axis + 1);
+  };
+  if (!v.empty()) visit(visit, 0);
+  return t;
+}
+
+/// Marks the arena elements a view reaches.
+template <class T, int R>
+void mark(const arena& a, const attn::tensor_view<T, R>& v, std::vector<bool>& written) {
+  if (v.empty() || v.data() == nullptr) return;
+  attn::dims<R> i{};
+  const auto visit = [&](auto&& self, int axis) -> void {
+    if (axis == R) {
+      index_t off = v.data() - a.data.data();
+      for (int x = 0; x < R; ++x) off += i[x] * v.stride(x);
+      written[std::size_t(off)] = true;
+      return;
+    }
+    for (i[axis] = 0; i[axis] < v.extent(axis); ++i[axis]) self(self, axis + 1);
+  };
+  visit(visit, 0);
+}
+
+/// Same value, or both NaN, or within the float tolerance of the double reference (relative
+/// to the problem's unit-scale data).
+bool close(float got, float want) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return got == want;
+  return std::abs(got - want) <= 2e-4f * (1 + std::abs(want));
+}
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "fuzz_attention: %s\n", what);
+  std::abort();
+}
+
+/// Checks one call: `call(policy)` with the arena's views against `expect()` (the reference on
+/// dense copies, returning the dense outputs), `outputs` the views the call may write.
+template <class Call, class Expect, class... Out>
+void check(arena& a, const attn::cpu_policy& pol, Call&& call, Expect&& expect,
+           const Out&... outputs) {
+  // The reference first, on dense copies of the inputs as they are before the call (an in-place
+  // call overwrites them). It sees no overlap, so it may accept what attn::cpu rejects, but
+  // never the other way round.
+  std::optional<std::vector<std::vector<float>>> want;
+  try {
+    want = expect();
+  } catch (const attn::shape_error&) {
+  }
+  const std::vector<float> before = a.data;
+  try {
+    call(pol);
+  } catch (const attn::shape_error& e) {
+    if (std::memcmp(before.data(), a.data.data(), sizeof(float) * std::size_t(arena_size)) != 0)
+      fail("a call that threw shape_error wrote to memory");
+    if (std::strncmp(e.what(), "attn::", 6) != 0) fail("a shape_error without the function name");
+    return;
+  }
+  // Nothing outside the outputs changed; the outputs match the reference.
+  std::vector<bool> written(std::size_t(arena_size), false);
+  (mark(a, outputs, written), ...);
+  for (index_t x = 0; x < arena_size; ++x)
+    if (!written[std::size_t(x)] &&
+        std::memcmp(&before[std::size_t(x)], &a.data[std::size_t(x)], 4))
+      fail("a call wrote outside its outputs");
+  if (!want) fail("attn::cpu accepted a call that attn::reference rejects");
+  std::size_t k = 0;
+  const auto compare = [&](const auto& v) {
+    const auto got = dense(v);
+    const auto& w = (*want)[k++];
+    for (index_t x = 0; x < got.size(); ++x)
+      if (!close(got.data()[x], w[std::size_t(x)])) {
+        std::fprintf(stderr, "element %td: %g, reference %g\n", x, double(got.data()[x]),
+                     double(w[std::size_t(x)]));
+        fail("a result differs from the reference");
+      }
+  };
+  (compare(outputs), ...);
+}
+
+/// Writes a dense tensor into the arena elements of a view (which is const to the call).
+template <class T, int R>
+void scatter(arena& a, const attn::tensor_view<T, R>& v, const attn::host_tensor<float, R>& t) {
+  if (v.empty()) return;
+  attn::dims<R> i{};
+  index_t n = 0;
+  const auto visit = [&](auto&& self, int axis) -> void {
+    if (axis == R) {
+      index_t off = v.data() - a.data.data();
+      for (int x = 0; x < R; ++x) off += i[x] * v.stride(x);
+      a.data[std::size_t(off)] = t.data()[n++];
+      return;
+    }
+    for (i[axis] = 0; i[axis] < v.extent(axis); ++i[axis]) self(self, axis + 1);
+  };
+  visit(visit, 0);
+}
+
+template <class T, int R>
+std::vector<float> flat(const attn::host_tensor<T, R>& t) {
+  return std::vector<float>(t.data(), t.data() + t.size());
+}
+
+void one_case(choices& c) {
+  arena a;  // values of unit scale from a seeded generator, now and then a few non-finite
+  std::uint32_t state = c.byte() << 8 | c.byte() | 1u;
+  for (float& x : a.data) {
+    state = state * 1664525u + 1013904223u;
+    x = float(int(state >> 16) - 32768) / 16384.0f;
+  }
+  for (unsigned n = c.byte() % 8 == 0 ? c.byte() % 4 : 0; n > 0; --n)
+    a.data[std::size_t(c.below(arena_size))] = std::array{NAN, INFINITY, -INFINITY}[c.byte() % 3];
+  const attn::cpu_policy pol{.threads = int(c.byte() % 4)};
+  const index_t B = c.extent(2), Hkv = c.extent(3), G = 1 + c.below(3);
+  const index_t H = c.byte() % 16 == 0 ? c.extent(4) : Hkv * G;  // sometimes not a multiple
+  const index_t Tq = c.extent(70), Tk = c.extent(70), D = c.extent(9) + (c.byte() % 8 != 0),
+                Dv = c.extent(9);
+  attn::attention_options opt{.causal = c.byte() % 2 == 1,
+                              .window = c.byte() % 4 == 0 ? c.below(9) : 0};
+  switch (c.byte() % 5) {
+    case 1:
+      opt.scale = 0.5;
+      break;
+    case 2:
+      opt.scale = -1.0;
+      break;
+    case 3:
+      opt.scale = c.byte() % 2 ? 1e39 : NAN;
+      break;  // rejected
+    default:
+      break;
+  }
+  using in4 = attn::tensor_view<const float, 4>;
+  using out4 = attn::tensor_view<float, 4>;
+  const auto ref = [](auto&&... tensors) {
+    return std::vector<std::vector<float>>{flat(tensors)...};
+  };
+  const unsigned op = c.byte() % 10;
+  if (std::getenv("ATTN_FUZZ_VERBOSE"))
+    std::fprintf(stderr,
+                 "op %u threads %d B %td H %td Hkv %td Tq %td Tk %td D %td Dv %td causal %d "
+                 "window %td scale %g\n",
+                 op, pol.threads, B, H, Hkv, Tq, Tk, D, Dv, int(opt.causal), opt.window,
+                 opt.scale ? *opt.scale : 0.0);
+  switch (op) {
+    case 0: {  // attention, with lse or without
+      in4 q, k, v;
+      out4 o;
+      attn::tensor_view<float, 3> lse;
+      const bool with_lse = c.byte() % 2;
+      if (!a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, Hkv, Tk, D}, k) ||
+          !a.view(c, {B, Hkv, Tk, Dv}, v) || !a.view(c, {B, H, Tq, Dv}, o) ||
+          (with_lse && !a.view(c, {B, H, Tq}, lse)))
+        return;
+      check(
+          a, pol, [&](const auto& p) { attn::attention(p, q, k, v, o, lse, opt); },
+          [&] {
+            auto dq = dense(q), dk = dense(k), dv = dense(v);
+            attn::host_tensor<float, 4> ro(o.extents());
+            attn::host_tensor<float, 3> rl(lse.extents());
+            attn::attention(attn::reference, dq.view(), dk.view(), dv.view(), ro.view(),
+                            with_lse ? rl.view() : attn::tensor_view<float, 3>{}, opt);
+            return ref(ro, rl);
+          },
+          o, lse);
+      break;
+    }
+    case 1: {  // scaled_scores
+      in4 q, k;
+      out4 s;
+      if (!a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, Hkv, Tk, D}, k) ||
+          !a.view(c, {B, H, Tq, Tk}, s))
+        return;
+      check(
+          a, pol, [&](const auto& p) { attn::scaled_scores(p, q, k, s, opt.scale); },
+          [&] {
+            auto dq = dense(q), dk = dense(k);
+            attn::host_tensor<float, 4> rs(s.extents());
+            attn::scaled_scores(attn::reference, dq.view(), dk.view(), rs.view(), opt.scale);
+            return ref(rs);
+          },
+          s);
+      break;
+    }
+    case 2:
+    case 3: {  // softmax_rows or causal_mask, in place
+      out4 s;
+      if (!a.view(c, {B, H, Tq, Tk}, s)) return;
+      const bool softmax = c.byte() % 2;
+      auto start = dense(s);
+      check(
+          a, pol,
+          [&](const auto& p) { softmax ? attn::softmax_rows(p, s) : attn::causal_mask(p, s); },
+          [&] {
+            softmax ? attn::softmax_rows(attn::reference, start.view())
+                    : attn::causal_mask(attn::reference, start.view());
+            return ref(start);
+          },
+          s);
+      break;
+    }
+    case 4: {  // weighted_values
+      in4 p, v;
+      out4 o;
+      if (!a.view(c, {B, H, Tq, Tk}, p) || !a.view(c, {B, Hkv, Tk, Dv}, v) ||
+          !a.view(c, {B, H, Tq, Dv}, o))
+        return;
+      check(
+          a, pol, [&](const auto& pl) { attn::weighted_values(pl, p, v, o); },
+          [&] {
+            auto dp = dense(p), dv = dense(v);
+            attn::host_tensor<float, 4> ro(o.extents());
+            attn::weighted_values(attn::reference, dp.view(), dv.view(), ro.view());
+            return ref(ro);
+          },
+          o);
+      break;
+    }
+    case 5: {  // project with an optional bias
+      attn::tensor_view<const float, 3> x;
+      attn::tensor_view<const float, 2> w;
+      attn::tensor_view<const float, 1> bias;
+      attn::tensor_view<float, 3> y;
+      const index_t C = c.extent(20), E = c.extent(20);
+      if (!a.view(c, {B, Tq, C}, x) || !a.view(c, {C, E}, w) || !a.view(c, {B, Tq, E}, y) ||
+          (c.byte() % 2 && !a.view(c, {E}, bias)))
+        return;
+      check(
+          a, pol, [&](const auto& p) { attn::project(p, x, w, y, bias); },
+          [&] {
+            auto dx = dense(x);
+            auto dw = dense(w);
+            auto db = dense(bias);
+            attn::host_tensor<float, 3> ry(y.extents());
+            attn::project(attn::reference, dx.view(), dw.view(), ry.view(),
+                          bias.data() ? db.view() : attn::tensor_view<float, 1>{});
+            return ref(ry);
+          },
+          y);
+      break;
+    }
+    case 6: {  // merge_attention, in place now and then
+      in4 oa, ob;
+      attn::tensor_view<const float, 3> la, lb;
+      out4 o;
+      attn::tensor_view<float, 3> lse;
+      if (!a.view(c, {B, H, Tq, Dv}, oa) || !a.view(c, {B, H, Tq}, la) ||
+          !a.view(c, {B, H, Tq, Dv}, ob) || !a.view(c, {B, H, Tq}, lb))
+        return;
+      if (c.byte() % 3 == 0) {
+        o = out4{const_cast<float*>(oa.data()), oa.extents(), oa.strides()};
+        lse =
+            attn::tensor_view<float, 3>{const_cast<float*>(la.data()), la.extents(), la.strides()};
+      } else if (!a.view(c, {B, H, Tq, Dv}, o) || !a.view(c, {B, H, Tq}, lse)) {
+        return;
+      }
+      check(
+          a, pol, [&](const auto& p) { attn::merge_attention(p, oa, la, ob, lb, o, lse); },
+          [&] {
+            auto doa = dense(oa), dob = dense(ob);
+            auto dla = dense(la), dlb = dense(lb);
+            attn::host_tensor<float, 4> ro(o.extents());
+            attn::host_tensor<float, 3> rl(lse.extents());
+            attn::merge_attention(attn::reference, doa.view(), dla.view(), dob.view(), dlb.view(),
+                                  ro.view(), rl.view());
+            return ref(ro, rl);
+          },
+          o, lse);
+      break;
+    }
+    case 7: {  // attention_backward from a consistent forward; each gradient may be left out
+      in4 q, k, v, o, d_o;
+      attn::tensor_view<const float, 3> lse;
+      out4 dq, dk, dv;
+      const unsigned want = c.byte();
+      if (!a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, Hkv, Tk, D}, k) ||
+          !a.view(c, {B, Hkv, Tk, Dv}, v) || !a.view(c, {B, H, Tq, Dv}, o) ||
+          !a.view(c, {B, H, Tq}, lse) || !a.view(c, {B, H, Tq, Dv}, d_o) ||
+          (want & 1 && !a.view(c, {B, H, Tq, D}, dq)) ||
+          (want & 2 && !a.view(c, {B, Hkv, Tk, D}, dk)) ||
+          (want & 4 && !a.view(c, {B, Hkv, Tk, Dv}, dv)))
+        return;
+      // o and lse of the reference forward (finite data: the gradients' NaN rules are the
+      // forward's, checked above); a forward that rejects its arguments ends the case.
+      for (float& x : a.data)
+        if (!std::isfinite(x)) x = 0.5f;
+      try {
+        auto dq0 = dense(q), dk0 = dense(k), dv0 = dense(v);
+        attn::host_tensor<float, 4> o0(o.extents());
+        attn::host_tensor<float, 3> l0(lse.extents());
+        attn::attention(attn::reference, dq0.view(), dk0.view(), dv0.view(), o0.view(), l0.view(),
+                        opt);
+        scatter(a, o, o0), scatter(a, lse, l0);
+        // The backward's contract: o and lse are the forward's of these q, k, v. Where o or
+        // lse shares memory with q, k or v, writing them changed those; skip such a case.
+        auto q1 = dense(q), k1 = dense(k), v1 = dense(v);
+        if (flat(q1) != flat(dq0) || flat(k1) != flat(dk0) || flat(v1) != flat(dv0) ||
+            flat(dense(o)) != flat(o0) || flat(dense(lse)) != flat(l0))
+          return;
+      } catch (const attn::shape_error&) {
+        return;
+      }
+      check(
+          a, pol,
+          [&](const auto& p) {
+            attn::attention_backward(p, q, k, v, o, lse, d_o, dq, dk, dv, opt);
+          },
+          [&] {
+            auto cq = dense(q), ck = dense(k), cv = dense(v), co = dense(o), cd = dense(d_o);
+            auto cl = dense(lse);
+            attn::host_tensor<float, 4> rq(dq.extents()), rk(dk.extents()), rv(dv.extents());
+            attn::attention_backward(attn::reference, cq.view(), ck.view(), cv.view(), co.view(),
+                                     cl.view(), cd.view(), dq.data() ? rq.view() : out4{},
+                                     dk.data() ? rk.view() : out4{}, dv.data() ? rv.view() : out4{},
+                                     opt);
+            return ref(rq, rk, rv);
+          },
+          dq, dk, dv);
+      break;
+    }
+    case 8: {  // project_qkv, biases now and then
+      const index_t C = c.extent(20), E = c.extent(20);
+      attn::tensor_view<const float, 3> x;
+      attn::tensor_view<const float, 2> w[3];
+      attn::tensor_view<const float, 1> b[3];
+      attn::tensor_view<float, 3> y[3];
+      const bool bias = c.byte() % 2;
+      if (!a.view(c, {B, Tq, C}, x)) return;
+      for (int n = 0; n < 3; ++n)
+        if (!a.view(c, {C, E}, w[n]) || !a.view(c, {B, Tq, E}, y[n]) ||
+            (bias && !a.view(c, {E}, b[n])))
+          return;
+      check(
+          a, pol,
+          [&](const auto& p) {
+            attn::project_qkv(p, x, w[0], w[1], w[2], y[0], y[1], y[2], b[0], b[1], b[2]);
+          },
+          [&] {
+            auto dx = dense(x);
+            std::vector<std::vector<float>> out;
+            for (int n = 0; n < 3; ++n) {
+              auto dw = dense(w[n]);
+              auto db = dense(b[n]);
+              attn::host_tensor<float, 3> ry(y[n].extents());
+              attn::project(attn::reference, dx.view(), dw.view(), ry.view(),
+                            bias ? db.view() : attn::tensor_view<float, 1>{});
+              out.push_back(flat(ry));
+            }
+            return out;
+          },
+          y[0], y[1], y[2]);
+      break;
+    }
+    case 9: {  // multi_head_attention
+      const index_t C = H * D;
+      attn::tensor_view<const float, 3> x;
+      attn::tensor_view<const float, 2> w[4];
+      attn::tensor_view<float, 3> out;
+      if (!a.view(c, {B, Tq, C}, x) || !a.view(c, {C, C}, w[0]) || !a.view(c, {C, Hkv * D}, w[1]) ||
+          !a.view(c, {C, Hkv * D}, w[2]) || !a.view(c, {C, C}, w[3]) || !a.view(c, {B, Tq, C}, out))
+        return;
+      const attn::mha_weights<float> m{
+          .w_q = w[0], .w_k = w[1], .w_v = w[2], .w_o = w[3], .heads = H, .kv_heads = Hkv};
+      check(
+          a, pol, [&](const auto& p) { attn::multi_head_attention(p, x, m, out, opt); },
+          [&] {
+            auto dx = dense(x);
+            auto dw0 = dense(w[0]), dw1 = dense(w[1]), dw2 = dense(w[2]), dw3 = dense(w[3]);
+            const attn::mha_weights<float> dm{.w_q = dw0.view(),
+                                              .w_k = dw1.view(),
+                                              .w_v = dw2.view(),
+                                              .w_o = dw3.view(),
+                                              .heads = H,
+                                              .kv_heads = Hkv};
+            attn::host_tensor<float, 3> ro(out.extents());
+            attn::multi_head_attention(attn::reference, dx.view(), dm, ro.view(), opt);
+            return ref(ro);
+          },
+          out);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  choices c(data, size);
+  one_case(c);
+  return 0;
+}
+
+#ifdef ATTN_FUZZ_REPLAY
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::ifstream f(argv[i], std::ios::binary);
+    const std::vector<char> bytes{std::istreambuf_iterator<char>(f), {}};
+    LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+  }
+  std::printf("replayed %d inputs\n", argc - 1);
+  return 0;
+}
+#endif
