@@ -1,9 +1,12 @@
-// attn::cuda benchmarks at the ANDREA-120M shape (B 8, H 12, T 1024, d 64): the fused flash
-// attention in float, half and bfloat16, causal and not, the four unfused stages in float, and
-// cuBLAS anchors that do the same FLOPs as the non-causal attention (the two batched GEMMs
-// S = Q K^T and O = P V, 4 B H T^2 d FLOPs). Every time is measured with CUDA events around one
-// call (manual time); counters: TFLOP/s (FLOPs: 4 B H T^2 d, halved when causal).
-//   build/release/benchmarks/cuda_bench --benchmark_min_time=0.2
+// attn::cuda benchmarks at the ANDREA-120M shape (B 8, H 12, d 64, T 1024 and 4096): the fused
+// flash attention in float, half and bfloat16, causal and not, the four unfused stages in float
+// (T 1024), cuBLAS anchors that do the same FLOPs as the non-causal attention (the two batched
+// GEMMs S = Q K^T and O = P V, 4 B H T^2 d FLOPs), and decode steps (one query per sequence
+// against Tk 4096 or 16384 keys, Hkv 12 or 4: the split-KV kernel). Every time is measured with
+// CUDA events around one call (manual time); counters: TFLOP/s (FLOPs: 4 B H Tq Tk d, halved
+// when causal with Tq = Tk), and for decode GB/s of K and V read. The names are the keys that
+// benchmarks/peers/torch_sdpa_cuda.py uses for PyTorch's figures at the same shapes.
+//   OUTDIR/build/benchmarks/cuda_bench --benchmark_min_time=0.2   (scripts/gpu-check OUTDIR)
 // Without a usable GPU it prints that it skips and exits 0.
 
 #include <benchmark/benchmark.h>
@@ -18,10 +21,12 @@
 namespace {
 
 using attn::index_t;
-constexpr index_t B = 8, H = 12, T = 1024, d = 64;
+constexpr index_t B = 8, H = 12, d = 64;
 
-double attention_flops(bool causal) {
-  return 4.0 * double(B * H) * double(T) * double(T) * double(d) / (causal ? 2.0 : 1.0);
+/// 4 B H Tq Tk d, halved for a causal square problem (a decode step sees every key).
+double attention_flops(index_t Tq, index_t Tk, bool causal) {
+  return 4.0 * double(B * H) * double(Tq) * double(Tk) * double(d) /
+         (causal && Tq == Tk ? 2.0 : 1.0);
 }
 
 /// A device tensor of uniform values in [-1, 1].
@@ -61,21 +66,35 @@ void timed(benchmark::State& st, double flops, F&& body) {
 }
 
 template <class E>
-void attention(benchmark::State& st, bool causal) {
+void attention(benchmark::State& st, index_t T, bool causal) {
   const auto q = random_device<E, 4>({B, H, T, d}), k = random_device<E, 4>({B, H, T, d}),
              v = random_device<E, 4>({B, H, T, d});
   attn::device_tensor<E, 4> o({B, H, T, d});
-  timed(st, attention_flops(causal), [&] {
+  timed(st, attention_flops(T, T, causal), [&] {
     attn::attention(attn::cuda, q.view(), k.view(), v.view(), o.view(), {.causal = causal});
   });
 }
 
+/// A decode step: q [B, H, 1, d] against k, v [B, Hkv, Tk, d] (grouped-query when Hkv < H).
+template <class E>
+void decode(benchmark::State& st, index_t Hkv, index_t Tk) {
+  const auto q = random_device<E, 4>({B, H, 1, d}), k = random_device<E, 4>({B, Hkv, Tk, d}),
+             v = random_device<E, 4>({B, Hkv, Tk, d});
+  attn::device_tensor<E, 4> o({B, H, 1, d});
+  timed(st, attention_flops(1, Tk, true), [&] {
+    attn::attention(attn::cuda, q.view(), k.view(), v.view(), o.view(), {.causal = true});
+  });
+  const double bytes = 2.0 * double(B * Hkv * Tk * d) * sizeof(E);
+  if (st.counters.count("TFLOP/s"))  // the same seconds: GB/s = bytes / FLOPs * FLOP/s
+    st.counters["GB/s"] = st.counters["TFLOP/s"] * 1e3 * bytes / attention_flops(1, Tk, true);
+}
+
 /// scaled_scores -> causal_mask -> softmax_rows -> weighted_values with [B, H, T, T] in memory.
-void unfused(benchmark::State& st, bool causal) {
+void unfused(benchmark::State& st, index_t T, bool causal) {
   const auto q = random_device<float, 4>({B, H, T, d}), k = random_device<float, 4>({B, H, T, d}),
              v = random_device<float, 4>({B, H, T, d});
   attn::device_tensor<float, 4> s({B, H, T, T}), o({B, H, T, d});
-  timed(st, attention_flops(causal), [&] {
+  timed(st, attention_flops(T, T, causal), [&] {
     attn::scaled_scores(attn::cuda, q.view(), k.view(), s.view());
     if (causal) attn::causal_mask(attn::cuda, s.view());
     attn::softmax_rows(attn::cuda, s.view());
@@ -86,7 +105,7 @@ void unfused(benchmark::State& st, bool causal) {
 /// cuBLAS: S = Q K^T and O = P V as strided-batched GEMMs (fp32 accumulation), the FLOPs of a
 /// non-causal attention.
 template <class E>
-void cublas_anchor(benchmark::State& st) {
+void cublas_anchor(benchmark::State& st, index_t T) {
   const auto q = random_device<E, 4>({B, H, T, d}), k = random_device<E, 4>({B, H, T, d}),
              v = random_device<E, 4>({B, H, T, d});
   attn::device_tensor<E, 4> s({B, H, T, T}), o({B, H, T, d});
@@ -101,7 +120,7 @@ void cublas_anchor(benchmark::State& st) {
   const float one = 1.0f, zero = 0.0f;
   const int n = int(T), dd = int(d), batch = int(B * H);
   bool ok = true;
-  timed(st, attention_flops(false), [&] {
+  timed(st, attention_flops(T, T, false), [&] {
     // Column-major view of row-major data: S^T (T x T) = K (T x d as d x T col-major)^T ...
     ok &= cublasGemmStridedBatchedEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, dd, &one, k.data(),
                                      type, dd, n * dd, q.data(), type, dd, n * dd, &zero, s.data(),
@@ -122,16 +141,26 @@ void register_all() {
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   };
-  for (bool causal : {false, true}) {
-    const std::string c = causal ? "/causal:1" : "/causal:0";
-    add("attention/float" + c, attention<float>, causal);
-    add("attention/half" + c, attention<__half>, causal);
-    add("attention/bf16" + c, attention<__nv_bfloat16>, causal);
-    add("unfused/float" + c, unfused, causal);
+  for (index_t T : {1024, 4096}) {
+    const std::string t = "/T:" + std::to_string(T);
+    for (bool causal : {false, true}) {
+      const std::string c = t + (causal ? "/causal:1" : "/causal:0");
+      add("attention/float" + c, attention<float>, T, causal);
+      add("attention/half" + c, attention<__half>, T, causal);
+      add("attention/bf16" + c, attention<__nv_bfloat16>, T, causal);
+      if (T == 1024) add("unfused/float" + c, unfused, T, causal);
+    }
+    add("cublas_anchor/float" + t, cublas_anchor<float>, T);
+    add("cublas_anchor/half" + t, cublas_anchor<__half>, T);
+    add("cublas_anchor/bf16" + t, cublas_anchor<__nv_bfloat16>, T);
   }
-  add("cublas_anchor/float", cublas_anchor<float>);
-  add("cublas_anchor/half", cublas_anchor<__half>);
-  add("cublas_anchor/bf16", cublas_anchor<__nv_bfloat16>);
+  for (index_t Hkv : {12, 4})
+    for (index_t Tk : {4096, 16384}) {
+      const std::string s = "/Hkv:" + std::to_string(Hkv) + "/Tk:" + std::to_string(Tk);
+      add("decode/float" + s, decode<float>, Hkv, Tk);
+      add("decode/half" + s, decode<__half>, Hkv, Tk);
+      add("decode/bf16" + s, decode<__nv_bfloat16>, Hkv, Tk);
+    }
 }
 
 }  // namespace
