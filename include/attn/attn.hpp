@@ -26,6 +26,7 @@
 #include "attn/ops/scores.hpp"
 #include "attn/ops/softmax.hpp"
 #include "attn/ops/weighted_values.hpp"
+#include "attn/version.hpp"
 
 // With the CMake target attn::cuda linked: the CUDA backend's host-safe declarations as well.
 #if defined(ATTN_CUDA_BACKEND)

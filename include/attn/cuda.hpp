@@ -38,3 +38,4 @@
 #include "attn/ops/scores.hpp"
 #include "attn/ops/softmax.hpp"
 #include "attn/ops/weighted_values.hpp"
+#include "attn/version.hpp"

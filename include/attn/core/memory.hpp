@@ -11,6 +11,7 @@
 
 namespace attn {
 
+/// Raw memory operations of `Space`; the primary template only says what to include.
 template <class Space>
 struct memory {
   static_assert(!std::is_same_v<Space, Space>,
@@ -18,6 +19,7 @@ struct memory {
                 "<attn/cuda.hpp> (or <attn/cuda.cuh>)");
 };
 
+/// Host memory: `std::memcpy`.
 template <>
 struct memory<host_space> {
   /// Copies `bytes` from host memory `src` to `dst` in this space.

@@ -10,6 +10,7 @@
 ///     #define DECLARE(op, ...) template <class T> static void run(const P&, const op<T, S>&);
 ///     ATTN_OPERATIONS(DECLARE)
 
+/// Calls `X(args_struct, ...)` once for each operation's argument struct (see above).
 #define ATTN_OPERATIONS(X, ...)                 \
   X(projection_args, __VA_ARGS__)               \
   X(scores_args, __VA_ARGS__)                   \

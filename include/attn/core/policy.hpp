@@ -30,7 +30,8 @@ inline constexpr bool is_cuda_float =
 /// Plain loops accumulating in double: slow, obvious, the oracle every other backend is
 /// tested against. Computes in float and double.
 struct reference_policy {
-  using space = host_space;
+  using space = host_space;  ///< The memory its views live in.
+  /// Compiles only for an element type the backend computes in (a static_assert says which).
   template <class T>
   static constexpr void require_element() {
     static_assert(detail::is_host_float<T>, "attn::reference computes in float and double");
@@ -40,11 +41,12 @@ struct reference_policy {
 /// The CPU backend on Eigen and hand-written SIMD kernels, blocked and multi-threaded.
 /// Computes in float and double.
 struct cpu_policy {
-  using space = host_space;
+  using space = host_space;  ///< The memory its views live in.
   /// Worker threads; 0 means all hardware threads, and more than the hardware has are not
   /// started (the pool holds one per hardware thread). Negative counts are rejected.
   /// Results are bit-identical for every thread count.
   int threads = 0;
+  /// Compiles only for an element type the backend computes in (a static_assert says which).
   template <class T>
   static constexpr void require_element() {
     static_assert(detail::is_host_float<T>, "attn::cpu computes in float and double");
@@ -56,12 +58,13 @@ struct cpu_policy {
 /// Computes in float, __half and __nv_bfloat16. Its operations are declared in
 /// <attn/cuda.hpp> and defined in <attn/cuda.cuh>.
 struct cuda_policy {
-  using space = device_space;
-  CUstream_st* stream = nullptr;
+  using space = device_space;     ///< The memory its views live in.
+  CUstream_st* stream = nullptr;  ///< The `cudaStream_t` work is queued on; null: default stream.
 
   /// The same policy on another stream: `attn::cuda.on(stream)`.
   constexpr cuda_policy on(CUstream_st* s) const { return cuda_policy{s}; }
 
+  /// Compiles only for an element type the backend computes in (a static_assert says which).
   template <class T>
   static constexpr void require_element() {
     static_assert(detail::is_cuda_float<T>,
@@ -69,7 +72,9 @@ struct cuda_policy {
   }
 };
 
+/// The reference backend: `attn::attention(attn::reference, q, k, v, o)`.
 inline constexpr reference_policy reference{};
+/// The CPU backend on all hardware threads; `attn::cpu_policy{.threads = n}` for n.
 inline constexpr cpu_policy cpu{};
 /// The CUDA backend on the default stream.
 inline constexpr cuda_policy cuda{};

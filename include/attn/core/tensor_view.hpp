@@ -13,26 +13,31 @@ namespace attn {
 
 /// Memory that the CPU reads and writes.
 struct host_space {
-  static constexpr const char* name = "host";
+  static constexpr const char* name = "host";  ///< For messages.
 };
 
 /// Memory of a CUDA device. Views of it are never dereferenced on the host.
 struct device_space {
-  static constexpr const char* name = "device";
+  static constexpr const char* name = "device";  ///< For messages.
 };
 
 /// Extents or strides of a view: `attn::dims<4>{B, H, T, D}` from any integers.
 template <int Rank>
 struct dims {
-  index_t v[Rank]{};
+  index_t v[Rank]{};  ///< The values, outermost dimension first.
 
+  /// All zero.
   constexpr dims() = default;
+  /// From `Rank` integers of any type.
   template <std::integral... I>
   requires(sizeof...(I) == Rank) constexpr dims(I... i)
       : v{static_cast<index_t>(i)...} {}  // NOLINT: implicit by design
 
+  /// Value `i` (0 <= i < Rank).
+  ///@{
   ATTN_HOST_DEVICE constexpr index_t operator[](int i) const { return v[i]; }
   ATTN_HOST_DEVICE constexpr index_t& operator[](int i) { return v[i]; }
+  ///@}
 };
 
 /// Row-major (last index fastest) strides for `extents`.
@@ -60,11 +65,12 @@ class tensor_view {
   static_assert(Rank >= 1 && Rank <= 4, "attn::tensor_view: rank must be 1, 2, 3 or 4");
 
  public:
-  using element_type = T;
-  using value_type = std::remove_cv_t<T>;
-  using space = Space;
-  static constexpr int rank = Rank;
+  using element_type = T;                  ///< `T`, const for a read-only view.
+  using value_type = std::remove_cv_t<T>;  ///< `T` without const.
+  using space = Space;                     ///< The memory the elements live in.
+  static constexpr int rank = Rank;        ///< Number of extents.
 
+  /// An empty view (null, all extents 0): an optional argument left out.
   constexpr tensor_view() = default;
 
   /// A contiguous row-major view of `extents`.
@@ -100,10 +106,15 @@ class tensor_view {
                   "(attn::cuda for device views, attn::cpu or attn::reference for host views).");
   }
 
+  /// The element at index (0, ..., 0).
   ATTN_HOST_DEVICE constexpr T* data() const { return data_; }
+  /// Extent of dimension `i`.
   ATTN_HOST_DEVICE constexpr index_t extent(int i) const { return extents_[i]; }
+  /// Stride of dimension `i`, in elements.
   ATTN_HOST_DEVICE constexpr index_t stride(int i) const { return strides_[i]; }
+  /// All extents.
   constexpr const dims<Rank>& extents() const { return extents_; }
+  /// All strides, in elements.
   constexpr const dims<Rank>& strides() const { return strides_; }
 
   /// Number of elements (product of the extents).

@@ -25,16 +25,22 @@ namespace attn {
 
 /// Keys [begin, end) of one row or tile.
 struct key_range {
-  index_t begin = 0, end = 0;
+  index_t begin = 0;  ///< First key.
+  index_t end = 0;    ///< One past the last key.
+  /// No key.
   ATTN_HOST_DEVICE constexpr bool empty() const { return end <= begin; }
+  /// Number of keys.
   ATTN_HOST_DEVICE constexpr index_t size() const { return end > begin ? end - begin : 0; }
 };
 
 /// The visibility rule for one sequence (see the file comment).
 struct visibility {
-  index_t q_len = 0, kv_len = 0, window = 0;
-  bool causal = false;
+  index_t q_len = 0;    ///< Queries of the sequence.
+  index_t kv_len = 0;   ///< Keys of the sequence.
+  index_t window = 0;   ///< Sliding window width; 0: none.
+  bool causal = false;  ///< Causal (bottom-right aligned).
 
+  /// The rule of mask `m` for a sequence of `q_len_` queries and `kv_len_` keys.
   ATTN_HOST_DEVICE constexpr visibility(const mask_spec& m, index_t q_len_, index_t kv_len_)
       : q_len(q_len_), kv_len(kv_len_), window(m.window), causal(m.causal) {}
 
@@ -44,10 +50,12 @@ struct visibility {
   /// Position of query i among the keys.
   ATTN_HOST_DEVICE constexpr index_t position(index_t i) const { return i + kv_len - q_len; }
 
+  /// First key query i sees.
   ATTN_HOST_DEVICE constexpr index_t begin(index_t i) const {
     const index_t b = window > 0 ? position(i) - window + 1 : 0;
     return b > 0 ? b : 0;
   }
+  /// One past the last key query i sees (begin(i) when it sees none).
   ATTN_HOST_DEVICE constexpr index_t end(index_t i) const {
     index_t e = kv_len;
     if (causal)
@@ -83,7 +91,8 @@ struct visibility {
 /// Kernels keep the running maximum as `max` and exponentiate against `max_used(max)`.
 template <class A>
 struct softmax_end {
-  A scale, lse;
+  A scale;  ///< Factor of the accumulated output row: 1 / sum, or 0.
+  A lse;    ///< The row's log-sum-exp, natural units.
 };
 
 /// The maximum to subtract: -inf (nothing finite seen yet) becomes 0, so exp gives 0, not NaN.

@@ -21,6 +21,7 @@ namespace attn {
 
 template <>
 struct backend<cuda_policy> {
+/// One `run` declaration (used right below, then undefined).
 #define ATTN_CUDA_DECLARE(op, ...) \
   template <class T>               \
   static void run(const cuda_policy& policy, const op<T, device_space>& args);

@@ -26,13 +26,16 @@ namespace attn {
 template <class T, int Rank>
 class device_tensor {
  public:
+  /// No memory (all extents 0).
   device_tensor() = default;
   /// Allocates extents[0] * ... * extents[Rank-1] elements. \throws backend_error.
   explicit device_tensor(const dims<Rank>& extents) : extents_(extents) {
     if (size() > 0) ATTN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes()));
   }
+  /// Takes `other`'s memory; `other` is left empty.
   device_tensor(device_tensor&& other) noexcept
       : extents_(other.extents_), data_(std::exchange(other.data_, nullptr)) {}
+  /// Swaps the memory of the two (this one's is freed with `other`).
   device_tensor& operator=(device_tensor&& other) noexcept {
     std::swap(extents_, other.extents_);
     std::swap(data_, other.data_);
@@ -44,22 +47,32 @@ class device_tensor {
     if (data_ != nullptr) (void)cudaFree(data_);
   }
 
+  /// A row-major device view of the whole array; a device_tensor also converts to one.
+  ///@{
   tensor_view<T, Rank, device_space> view() { return {data_, extents_}; }
   tensor_view<const T, Rank, device_space> view() const { return {data_, extents_}; }
   operator tensor_view<T, Rank, device_space>() { return view(); }  // NOLINT: implicit
   operator tensor_view<const T, Rank, device_space>() const {       // NOLINT: implicit
     return view();
   }
+  ///@}
 
+  /// The first element (device memory: not dereferenceable on the host).
+  ///@{
   T* data() { return data_; }
   const T* data() const { return data_; }
+  ///@}
+  /// Number of elements (the product of the extents).
   index_t size() const {
     index_t n = 1;
     for (int i = 0; i < Rank; ++i) n *= extents_[i];
     return n;
   }
+  /// Size in bytes.
   std::size_t bytes() const { return static_cast<std::size_t>(size()) * sizeof(T); }
+  /// Extent of dimension `i`.
   index_t extent(int i) const { return extents_[i]; }
+  /// All extents.
   const dims<Rank>& extents() const { return extents_; }
 
  private:
@@ -67,11 +80,13 @@ class device_tensor {
   T* data_ = nullptr;
 };
 
+/// Device memory is owned by `device_tensor`.
 template <class T, int Rank>
 struct owning_tensor<device_space, T, Rank> {
-  using type = device_tensor<T, Rank>;
+  using type = device_tensor<T, Rank>;  ///< device_tensor<T, Rank>
 };
 
+/// Device memory: `cudaMemcpy`.
 template <>
 struct memory<device_space> {
   /// Copies `bytes` from host memory `src` to device memory `dst` (synchronous: ordered after

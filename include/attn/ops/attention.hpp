@@ -27,13 +27,14 @@ struct attention_args {
   tensor_view<T, 4, Space> o;                            ///< [B, H, Tq, Dv]
   tensor_view<accum_t<T>, 3, Space> lse;                 ///< [B, H, Tq], or empty: not written
   tensor_view<const std::int32_t, 1, Space> kv_lengths;  ///< [B] keys per row, or empty: Tk
-  attention_shape shape;
-  mask_spec mask;
-  double scale = 1;
+  attention_shape shape;                                 ///< the extents, from the checks
+  mask_spec mask;                                        ///< causal and window
+  double scale = 1;                                      ///< the multiplier of q k^T
   /// Whether kv_lengths' values were checked on the host (a device view cannot be read there:
   /// the backend then checks them before any work).
   bool lengths_checked = true;
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -47,15 +48,25 @@ struct attention_args {
 /// heads of a group). Empty outputs are not computed.
 template <class T, class Space = host_space>
 struct attention_backward_args {
-  tensor_view<const T, 4, Space> q, k, v;                ///< as in attention_args
-  tensor_view<const T, 4, Space> o, d_o;                 ///< [B, H, Tq, Dv]
-  tensor_view<const accum_t<T>, 3, Space> lse;           ///< [B, H, Tq]
-  tensor_view<T, 4, Space> dq, dk, dv;                   ///< like q, k, v
+  /// The forward's inputs, as in attention_args.
+  ///@{
+  tensor_view<const T, 4, Space> q, k, v;
+  ///@}
+  /// [B, H, Tq, Dv]: the forward's output and its gradient.
+  ///@{
+  tensor_view<const T, 4, Space> o, d_o;
+  ///@}
+  tensor_view<const accum_t<T>, 3, Space> lse;  ///< [B, H, Tq], the forward's
+  /// Like q, k and v, or empty (not computed).
+  ///@{
+  tensor_view<T, 4, Space> dq, dk, dv;
+  ///@}
   tensor_view<const std::int32_t, 1, Space> kv_lengths;  ///< [B], or empty: Tk
-  attention_shape shape;
-  mask_spec mask;
-  double scale = 1;
+  attention_shape shape;                                 ///< the extents, from the checks
+  mask_spec mask;                                        ///< the forward's causal and window
+  double scale = 1;                                      ///< the forward's multiplier
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -140,6 +151,7 @@ concept lse_output = std::convertible_to<L, lse_view<T, Space>>;
 /// that reaches a row's visible scores or values makes that row NaN; masked keys and values
 /// are never read into a row's result.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q    [B, H, Tq, D] queries.
 /// \param k    [B, Hkv, Tk, D] keys; Hkv divides H (grouped-query attention).
 /// \param v    [B, Hkv, Tk, Dv] values.
@@ -160,6 +172,7 @@ void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4,
 
 /// Fused attention: `o = softmax(mask(q k^T * scale)) v`, never materialising [Tq, Tk].
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q    [B, H, Tq, D] queries.
 /// \param k    [B, Hkv, Tk, D] keys; Hkv divides H (grouped-query attention).
 /// \param v    [B, Hkv, Tk, Dv] values.
@@ -179,6 +192,7 @@ void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4,
 /// the causal mask and the window), so keys past a row's length are never read. Rows that see
 /// no key give zeros and lse -inf.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q, k, v, o, lse, opt  as in attention.
 /// \param kv_lengths  [B] int32 key counts, each in [0, Tk]; in the policy's memory (a device
 ///                    view is checked by attn::cuda, which reads it back first).
@@ -214,6 +228,7 @@ void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4,
 /// aligned bottom-right per sequence). The offsets are host memory for every policy (they size
 /// the work); each sequence is one attention call on strided views of the buffers.
 ///
+/// \param policy        the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q             [Nq, H, D] queries of all sequences, back to back.
 /// \param k             [Nk, Hkv, D] keys.
 /// \param v             [Nk, Hkv, Dv] values.
@@ -304,6 +319,7 @@ void attention_varlen(const Policy& policy, input_view<T, 3, Space> q, input_vie
 /// Gradients are written, not accumulated; dq, dk or dv may be an empty view (not computed).
 /// Rows that see no key contribute nothing (and get dq = 0).
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q, k, v  the forward's inputs: [B, H, Tq, D], [B, Hkv, Tk, D], [B, Hkv, Tk, Dv].
 /// \param o        [B, H, Tq, Dv] the forward's output.
 /// \param lse      [B, H, Tq] the forward's log-sum-exp (accum_t<T>).

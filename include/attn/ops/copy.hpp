@@ -11,9 +11,10 @@ namespace attn {
 /// are padded with unit extents in front).
 template <class T, class Space = host_space>
 struct copy_args {
-  tensor_view<const T, 4, Space> src;
-  tensor_view<T, 4, Space> dst;
+  tensor_view<const T, 4, Space> src;  ///< [*, *, *, *]
+  tensor_view<T, 4, Space> dst;        ///< the same extents as src
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;

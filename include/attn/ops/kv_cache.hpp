@@ -54,13 +54,18 @@ class kv_cache {
     sync_lengths();
   }
 
+  /// The extents (value_dim filled in).
   const kv_cache_shape& shape() const { return shape_; }
   /// [B, Hkv, capacity, D]: the whole key buffer (a caller may fill a prefix and set_length).
+  ///@{
   tensor_view<T, 4, Space> keys() { return keys_.view(); }
   tensor_view<const T, 4, Space> keys() const { return keys_.view(); }
+  ///@}
   /// [B, Hkv, capacity, Dv]: the whole value buffer.
+  ///@{
   tensor_view<T, 4, Space> values() { return values_.view(); }
   tensor_view<const T, 4, Space> values() const { return values_.view(); }
+  ///@}
 
   /// The number of positions sequence b holds. \throws shape_error for b out of range.
   index_t length(index_t b) const {
@@ -84,6 +89,7 @@ class kv_cache {
   /// strided copy on the policy's backend; on attn::cuda a device-side copy queued on its
   /// stream).
   ///
+  /// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
   /// \param k_new  [B, Hkv, Tnew, D] keys of the new positions.
   /// \param v_new  [B, Hkv, Tnew, Dv] their values.
   /// \throws shape_error when the extents disagree or a sequence would pass the capacity,
@@ -156,6 +162,7 @@ class kv_cache {
 /// their position). For a few queries against many keys the CPU and CUDA backends split the
 /// keys into chunks processed in parallel and merge them in a fixed order.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q      [B, H, Tq, D] queries; H a multiple of the cache's kv_heads.
 /// \param cache  the keys and values, lengths in [0, capacity].
 /// \param o      [B, H, Tq, Dv] output.

@@ -14,11 +14,18 @@ namespace attn {
 /// Arguments of `merge_attention`: o, lse from (o_a, lse_a) and (o_b, lse_b).
 template <class T, class Space = host_space>
 struct merge_args {
-  tensor_view<const T, 4, Space> o_a, o_b;               ///< [B, H, Tq, Dv]
-  tensor_view<const accum_t<T>, 3, Space> lse_a, lse_b;  ///< [B, H, Tq]
-  tensor_view<T, 4, Space> o;                            ///< [B, H, Tq, Dv]
-  tensor_view<accum_t<T>, 3, Space> lse;                 ///< [B, H, Tq], or empty
+  /// [B, H, Tq, Dv] the two partial outputs.
+  ///@{
+  tensor_view<const T, 4, Space> o_a, o_b;
+  ///@}
+  /// [B, H, Tq] their log-sum-exps.
+  ///@{
+  tensor_view<const accum_t<T>, 3, Space> lse_a, lse_b;
+  ///@}
+  tensor_view<T, 4, Space> o;             ///< [B, H, Tq, Dv]
+  tensor_view<accum_t<T>, 3, Space> lse;  ///< [B, H, Tq], or empty
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -33,6 +40,7 @@ struct merge_args {
 /// the very same views as o_a (lse_a) or o_b (lse_b): each row is read before it is written;
 /// any other overlap between an output and an input is rejected.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param o_a, o_b    [B, H, Tq, Dv] the partial outputs.
 /// \param lse_a, lse_b  [B, H, Tq] their log-sum-exps.
 /// \param o           [B, H, Tq, Dv] the merged output.

@@ -21,12 +21,19 @@ namespace attn {
 /// `std::vector` converts).
 template <class T, class Space = host_space>
 struct mha_weights {
-  tensor_view<const T, 2, Space> w_q, w_k, w_v;               ///< [C, C], [C, Ckv], [C, Ckv]
-  tensor_view<const T, 2, Space> w_o;                         ///< [C, C] output projection
-  tensor_view<const T, 1, Space> b_q{}, b_k{}, b_v{}, b_o{};  ///< [C], [Ckv], [Ckv], [C] or empty
-  index_t heads = 0;                                          ///< query heads; divides d_model
+  /// The projections to Q, K and V: [C, C], [C, Ckv], [C, Ckv].
+  ///@{
+  tensor_view<const T, 2, Space> w_q, w_k, w_v;
+  ///@}
+  tensor_view<const T, 2, Space> w_o;  ///< [C, C] output projection
+  /// Biases [C], [Ckv], [Ckv], [C], each optional (empty: none).
+  ///@{
+  tensor_view<const T, 1, Space> b_q{}, b_k{}, b_v{}, b_o{};
+  ///@}
+  index_t heads = 0;     ///< query heads; divides d_model
   index_t kv_heads = 0;  ///< key/value heads (grouped-query attention); 0: the same as heads
 
+  /// The key/value heads in use: kv_heads, or heads when kv_heads is 0.
   index_t key_heads() const { return kv_heads == 0 ? heads : kv_heads; }
 };
 
@@ -36,9 +43,15 @@ struct mha_weights {
 /// left empty is not computed.
 template <class T, class Space = host_space>
 struct mha_gradients {
-  tensor_view<T, 3, Space> d_x{};
+  tensor_view<T, 3, Space> d_x{};  ///< [B, T, C] gradient of the input
+  /// Gradients of the weights: [C, C], [C, Ckv], [C, Ckv], [C, C].
+  ///@{
   tensor_view<T, 2, Space> d_w_q{}, d_w_k{}, d_w_v{}, d_w_o{};
+  ///@}
+  /// Gradients of the biases: [C], [Ckv], [Ckv], [C].
+  ///@{
   tensor_view<T, 1, Space> d_b_q{}, d_b_k{}, d_b_v{}, d_b_o{};
+  ///@}
 };
 
 /// What a forward pass of `multi_head_attention` keeps for the backward pass, in the policy's
@@ -53,6 +66,7 @@ class mha_workspace {
 
   /// The forward this workspace holds: B, T, C, H, Hkv (all 0 before the first forward), and
   /// its mask and scale.
+  ///@{
   index_t batch() const { return B_; }
   index_t length() const { return T_; }
   index_t d_model() const { return C_; }
@@ -60,6 +74,7 @@ class mha_workspace {
   index_t kv_head_count() const { return Hkv_; }
   const mask_spec& mask() const { return mask_; }
   double scale() const { return scale_; }
+  ///@}
 
   /// [B, T, C + 2 Ckv]: Q | K | V per position, as written by the last forward.
   tensor_view<T, 3, Space> qkv() { return {qkv_.data(), {B_, T_, width()}}; }
@@ -70,9 +85,11 @@ class mha_workspace {
 
   /// The projections as attention operands: q [B, H, T, D], k and v [B, Hkv, T, D] (strided
   /// views into qkv()).
+  ///@{
   tensor_view<T, 4, Space> q() { return head_view(0, H_); }
   tensor_view<T, 4, Space> k() { return head_view(C_, Hkv_); }
   tensor_view<T, 4, Space> v() { return head_view(C_ + Hkv_ * D_, Hkv_); }
+  ///@}
   /// heads() seen as [B, H, T, D].
   tensor_view<T, 4, Space> o() { return {ctx_.data(), {B_, H_, T_, D_}, {T_ * C_, D_, C_, 1}}; }
 
@@ -89,6 +106,7 @@ class mha_workspace {
 
   /// The backward's scratch: gradients of the projections [B, T, C + 2 Ckv] and of the
   /// concatenated heads [B, T, C] (grown on the first backward).
+  ///@{
   tensor_view<T, 3, Space> d_qkv() {
     grow(d_qkv_, B_ * T_ * width());
     return {d_qkv_.data(), {B_, T_, width()}};
@@ -97,6 +115,7 @@ class mha_workspace {
     grow(d_ctx_, B_ * T_ * C_);
     return {d_ctx_.data(), {B_, T_, C_}};
   }
+  ///@}
 
  private:
   template <class U>
@@ -161,6 +180,7 @@ index_t check_mha(const checker& c, const tensor_view<const T, 3, Space>& x,
 /// then `out = concat W_o + b_o`. The forward's projections, head outputs and log-sum-exp stay
 /// in `ws` for multi_head_attention_backward.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param x    [B, T, d_model] input.
 /// \param w    the layer's weights and head counts.
 /// \param out  [B, T, d_model] output; must not overlap `x` or the weights.
@@ -231,6 +251,7 @@ void multi_head_attention(const Policy& policy, input_view<T, 3, Space> x,
 /// deterministic. Gradients are written, not accumulated; members of `g` left empty are not
 /// computed.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param x      [B, T, d_model] the forward's input.
 /// \param w      the forward's weights.
 /// \param ws     the forward's workspace (its backward scratch grows here).

@@ -20,6 +20,7 @@ struct projection_args {
   tensor_view<T, 3, Space> y[3];           ///< [B, T, E_n]
 
   /// The same arguments with every view passed through f (a staging policy's hook).
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -44,6 +45,7 @@ struct projection_backward_args {
   tensor_view<T, 2, Space> dw[3];        ///< [C, E_n], or empty
   tensor_view<T, 1, Space> db[3];        ///< [E_n], or empty
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -110,6 +112,7 @@ void check_dx(const checker& c, const tensor_view<const T, 3, Space>& x,
 
 /// `y[b, t, :] = x[b, t, :] W + bias` for every batch entry and position.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param x     [B, T, C] input.
 /// \param w     [C, E] weight (row-major: y = x w, as in GPT-2's Conv1D).
 /// \param y     [B, T, E] output; may be strided, must not overlap `x`, `w` or `bias`.
@@ -134,6 +137,7 @@ void project(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 2, S
 /// Pass `q`, `k`, `v` as strided views to split heads for free: a [B, T, H*D] buffer seen as
 /// [B, H, T, D] is `{ptr, {B, H, T, D}, {T*H*D, D, H*D, 1}}`.
 ///
+/// \param policy         the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param x              [B, T, C] input.
 /// \param w_q, w_k, w_v  [C, E] weights.
 /// \param q, k, v        [B, T, E] outputs; disjoint from each other and from the inputs.
@@ -166,6 +170,7 @@ void project_qkv(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 
 /// `dw = sum_{b,t} x[b,t]^T dy[b,t]`, `db = sum_{b,t} dy[b,t]`. Gradients are written, not
 /// accumulated; any of dx, dw, db may be an empty view (not computed).
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param x   [B, T, C] the forward's input.
 /// \param w   [C, E] the forward's weight.
 /// \param dy  [B, T, E] gradient of the output.

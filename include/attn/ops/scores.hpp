@@ -14,11 +14,15 @@ namespace attn {
 /// Arguments of `scaled_scores`: s [B, H, Tq, Tk] = scale * q [B, H, Tq, D] k [B, Hkv, Tk, D]^T.
 template <class T, class Space = host_space>
 struct scores_args {
+  /// [B, H, Tq, D] queries and [B, Hkv, Tk, D] keys.
+  ///@{
   tensor_view<const T, 4, Space> q, k;
-  tensor_view<T, 4, Space> s;
-  attention_shape shape;
-  double scale = 1;
+  ///@}
+  tensor_view<T, 4, Space> s;  ///< [B, H, Tq, Tk] output
+  attention_shape shape;       ///< the extents, from the checks
+  double scale = 1;            ///< the multiplier of q k^T
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -30,11 +34,18 @@ struct scores_args {
 /// heads of each key head of ds^T q. Empty outputs are not computed.
 template <class T, class Space = host_space>
 struct scores_backward_args {
-  tensor_view<const T, 4, Space> q, k, ds;  ///< [B, H, Tq, D], [B, Hkv, Tk, D], [B, H, Tq, Tk]
-  tensor_view<T, 4, Space> dq, dk;          ///< like q, like k
-  attention_shape shape;
-  double scale = 1;
+  /// [B, H, Tq, D], [B, Hkv, Tk, D], [B, H, Tq, Tk]: the forward's inputs, the scores' gradient.
+  ///@{
+  tensor_view<const T, 4, Space> q, k, ds;
+  ///@}
+  /// Like q and like k, or empty (not computed).
+  ///@{
+  tensor_view<T, 4, Space> dq, dk;
+  ///@}
+  attention_shape shape;  ///< the extents, from the checks
+  double scale = 1;       ///< the forward's multiplier
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -72,6 +83,7 @@ attention_shape check_qk(const checker& c, const Q& q, const K& k) {
 
 /// `s[b, h, i, j] = scale * dot(q[b, h, i, :], k[b, h / (H / Hkv), j, :])`.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q      [B, H, Tq, D] queries.
 /// \param k      [B, Hkv, Tk, D] keys; Hkv divides H (grouped-query attention).
 /// \param s      [B, H, Tq, Tk] output scores; must not overlap q or k.
@@ -98,6 +110,7 @@ void scaled_scores(const Policy& policy, input_view<T, 4, Space> q, input_view<T
 /// `dk = scale * ds^T q` (with grouped key heads, summed over the query heads of a group).
 /// Gradients are written, not accumulated; dq or dk may be an empty view (not computed).
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param q      [B, H, Tq, D] the forward's queries.
 /// \param k      [B, Hkv, Tk, D] the forward's keys.
 /// \param ds     [B, H, Tq, Tk] gradient of the scores.

@@ -12,8 +12,9 @@ namespace attn {
 /// Arguments of `softmax_rows`: s [B, H, Tq, Tk] in place.
 template <class T, class Space = host_space>
 struct softmax_args {
-  tensor_view<T, 4, Space> s;
+  tensor_view<T, 4, Space> s;  ///< [B, H, Tq, Tk], in place
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -24,9 +25,13 @@ struct softmax_args {
 /// Arguments of `softmax_rows_backward`: ds = p * (dp - rowsum(dp * p)); ds may be dp.
 template <class T, class Space = host_space>
 struct softmax_backward_args {
-  tensor_view<const T, 4, Space> p, dp;  ///< [B, H, Tq, Tk] each
-  tensor_view<T, 4, Space> ds;           ///< [B, H, Tq, Tk]
+  /// [B, H, Tq, Tk] each: the forward's probabilities and their gradient.
+  ///@{
+  tensor_view<const T, 4, Space> p, dp;
+  ///@}
+  tensor_view<T, 4, Space> ds;  ///< [B, H, Tq, Tk]
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -38,6 +43,7 @@ struct softmax_backward_args {
 /// with `m` the row maximum. Entries of -inf (masked) become exactly 0, and a row of only
 /// -inf becomes all zeros (never NaN). A NaN in a row makes that row NaN.
 ///
+/// \param policy  attn::reference, attn::cpu (or a cpu_policy) or attn::cuda: the backend.
 /// \param s  [B, H, Tq, Tk] scores in, probabilities out.
 /// \throws shape_error for a malformed view, before anything is written.
 template <class Policy, class T, class Space>
@@ -53,6 +59,7 @@ void softmax_rows(const Policy& policy, tensor_view<T, 4, Space> s) {
 /// same view as dp (in place; no other overlap with p or dp is allowed); written, not
 /// accumulated.
 ///
+/// \param policy  attn::reference, attn::cpu (or a cpu_policy) or attn::cuda: the backend.
 /// \param p   [B, H, Tq, Tk] the forward's output.
 /// \param dp  [B, H, Tq, Tk] gradient of the probabilities.
 /// \param ds  [B, H, Tq, Tk] gradient of the scores.

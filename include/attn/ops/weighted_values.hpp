@@ -14,10 +14,14 @@ namespace attn {
 /// Arguments of `weighted_values`: o [B, H, Tq, Dv] = p [B, H, Tq, Tk] v [B, Hkv, Tk, Dv].
 template <class T, class Space = host_space>
 struct weighted_values_args {
+  /// [B, H, Tq, Tk] weights and [B, Hkv, Tk, Dv] values.
+  ///@{
   tensor_view<const T, 4, Space> p, v;
-  tensor_view<T, 4, Space> o;
-  attention_shape shape;
+  ///@}
+  tensor_view<T, 4, Space> o;  ///< [B, H, Tq, Dv] output
+  attention_shape shape;       ///< the extents, from the checks
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -29,10 +33,18 @@ struct weighted_values_args {
 /// each value head of p^T d_o. Empty outputs are not computed.
 template <class T, class Space = host_space>
 struct weighted_values_backward_args {
-  tensor_view<const T, 4, Space> p, v, d_o;  ///< [B, H, Tq, Tk], [B, Hkv, Tk, Dv], [B, H, Tq, Dv]
-  tensor_view<T, 4, Space> dp, dv;           ///< like p, like v
-  attention_shape shape;
+  /// [B, H, Tq, Tk], [B, Hkv, Tk, Dv], [B, H, Tq, Dv]: the forward's inputs, the output's
+  /// gradient.
+  ///@{
+  tensor_view<const T, 4, Space> p, v, d_o;
+  ///@}
+  /// Like p and like v, or empty (not computed).
+  ///@{
+  tensor_view<T, 4, Space> dp, dv;
+  ///@}
+  attention_shape shape;  ///< the extents, from the checks
 
+  /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {
     using S = typename std::remove_cvref_t<F>::target_space;
@@ -56,6 +68,7 @@ attention_shape check_pv(const checker& c, const P& p, const V& v) {
 
 /// `o[b, h, i, :] = sum_j p[b, h, i, j] * v[b, h / (H / Hkv), j, :]`.
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param p  [B, H, Tq, Tk] probabilities (any weights).
 /// \param v  [B, Hkv, Tk, Dv] values; Hkv divides H (grouped-query attention).
 /// \param o  [B, H, Tq, Dv] output; must not overlap p or v.
@@ -80,6 +93,7 @@ void weighted_values(const Policy& policy, input_view<T, 4, Space> p, input_view
 /// (with grouped value heads, summed over the query heads of a group). Written, not
 /// accumulated; dp or dv may be an empty view (not computed).
 ///
+/// \param policy  the backend: attn::reference, attn::cpu or a cpu_policy, attn::cuda.
 /// \param p    [B, H, Tq, Tk] the forward's weights.
 /// \param v    [B, Hkv, Tk, Dv] the forward's values.
 /// \param d_o  [B, H, Tq, Dv] gradient of the output.

@@ -1,0 +1,21 @@
+# include/attn/version.hpp against the CMake project version:
+#   cmake -DHEADER=<version.hpp> -DVERSION=<major.minor.patch> -P version.cmake
+cmake_policy(VERSION 3.25)
+file(READ ${HEADER} text)
+string(REPLACE "." ";" parts ${VERSION})
+set(expected)
+foreach(name IN ITEMS MAJOR MINOR PATCH)
+  list(POP_FRONT parts part)
+  if(NOT text MATCHES "#define ATTN_VERSION_${name} ([0-9]+)\n")
+    message(FATAL_ERROR "${HEADER}: no ATTN_VERSION_${name}")
+  endif()
+  if(NOT CMAKE_MATCH_1 EQUAL part)
+    message(FATAL_ERROR "${HEADER}: ATTN_VERSION_${name} is ${CMAKE_MATCH_1}, but CMakeLists.txt "
+                        "says project(attn VERSION ${VERSION})")
+  endif()
+endforeach()
+string(REPLACE "." "\\." version_regex ${VERSION})
+if(NOT text MATCHES "#define ATTN_VERSION_STRING \"${version_regex}\"\n")
+  message(FATAL_ERROR "${HEADER}: ATTN_VERSION_STRING is not \"${VERSION}\"")
+endif()
+message(STATUS "attn/version.hpp says ${VERSION}, as CMakeLists.txt does")
