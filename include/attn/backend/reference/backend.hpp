@@ -34,6 +34,7 @@ struct backend<reference_policy> {
       const auto& w = a.w[n];
       const auto& y = a.y[n];
       const auto& bias = a.bias[n];
+      if (w.extent(1) == 0) continue;  // E = 0: nothing to write (and w has no row to point at)
       std::vector<double> acc(static_cast<std::size_t>(w.extent(1)));
       for (index_t b = 0; b < y.extent(0); ++b)
         for (index_t t = 0; t < y.extent(1); ++t) {
