@@ -11,6 +11,7 @@
 #include "attn/core/error.hpp"
 #include "attn/core/host_tensor.hpp"
 #include "attn/core/numeric.hpp"
+#include "attn/core/operations.hpp"
 #include "attn/core/options.hpp"
 #include "attn/core/policy.hpp"
 #include "attn/core/problem.hpp"
@@ -27,6 +28,15 @@
 #include "attn/ops/softmax.hpp"
 #include "attn/ops/weighted_values.hpp"
 #include "attn/version.hpp"
+
+// A program that compiles the host backends once, in the file with its ATTN_INSTANTIATE lines
+// (see attn/core/operations.hpp).
+#if defined(ATTN_EXTERN_TEMPLATES)
+ATTN_EXTERN_INSTANTIATE(attn::cpu_policy, float)
+ATTN_EXTERN_INSTANTIATE(attn::cpu_policy, double)
+ATTN_EXTERN_INSTANTIATE(attn::reference_policy, float)
+ATTN_EXTERN_INSTANTIATE(attn::reference_policy, double)
+#endif
 
 // With the CMake target attn::cuda linked: the CUDA backend's host-safe declarations as well.
 #if defined(ATTN_CUDA_BACKEND)

@@ -11,4 +11,12 @@
 #include "attn/backend/cuda/backend.cuh"
 #include "attn/cuda.hpp"
 
+// A program that compiles the CUDA backend once, in the .cu file with its ATTN_INSTANTIATE
+// lines (see attn/core/operations.hpp).
+#if defined(ATTN_EXTERN_TEMPLATES)
+ATTN_EXTERN_INSTANTIATE(attn::cuda_policy, float)
+ATTN_EXTERN_INSTANTIATE(attn::cuda_policy, __half)
+ATTN_EXTERN_INSTANTIATE(attn::cuda_policy, __nv_bfloat16)
+#endif
+
 #include "attn/backend/cuda/undef.cuh"  // last: the kernels' internal macros end here

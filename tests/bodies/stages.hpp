@@ -141,7 +141,7 @@ host_tensor<typename C::ref, 4> naive_attention(const qkv<C>& in, const shape& s
   host_tensor<R, 4> sc({s.B, s.H, s.Tq, s.Tk}), o({s.B, s.H, s.Tq, s.Dv});
   scaled_scores(reference, in.rq.view(), in.rk.view(), sc.view(), opt.scale);
   sc = convert<R>(convert<T>(sc));
-  backend<reference_policy>::run(reference, mask_args<R>{sc.view(), {opt.causal, opt.window}});
+  detail::run(reference, mask_args<R>{sc.view(), {opt.causal, opt.window}});
   softmax_rows(reference, sc.view());
   sc = convert<R>(convert<T>(sc));
   weighted_values(reference, sc.view(), in.rv.view(), o.view());

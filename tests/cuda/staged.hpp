@@ -84,7 +84,7 @@ struct backend<test::cuda_staged> {
   template <class Args>
   static void run(const test::cuda_staged&, const Args& args) {
     test::stager s;
-    backend<cuda_policy>::run(cuda, args.map(s));
+    detail::run(cuda, args.map(s));
     s.write_back();
   }
 };

@@ -6,7 +6,7 @@
 /// where `args` is that operation's argument struct (attention_args, project_args, ... in
 /// attn/ops/): adding a field to an argument struct reaches every backend without a signature
 /// change. The public functions in attn/ops/ check their arguments, build the struct and call
-/// `backend<Policy>::run`.
+/// `backend<Policy>::run` through detail::run.
 
 #include <type_traits>
 
@@ -99,6 +99,14 @@ constexpr void check_policy() {
                 "attn::cuda for device views and attn::cpu / attn::reference for host views, "
                 "or copy the data with attn::copy.");
   Policy::template require_element<std::remove_cv_t<T>>();
+}
+
+/// Every public function's one call into its backend, after its checks. A function template
+/// that is not inline, so that ATTN_EXTERN_TEMPLATES (attn/core/operations.hpp) can keep a
+/// translation unit from compiling a backend's kernels at all.
+template <class Policy, class Args>
+void run(const Policy& policy, const Args& args) {
+  backend<Policy>::run(policy, args);
 }
 }  // namespace detail
 

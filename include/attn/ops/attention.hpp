@@ -166,8 +166,8 @@ void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4,
                const attention_options& opt = {}) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"attention"};
-  backend<Policy>::run(policy, detail::check_attention<T, Space>(
-                                   c, q, k, v, o, tensor_view<accum_t<T>, 3, Space>(lse), opt));
+  detail::run(policy, detail::check_attention<T, Space>(
+                          c, q, k, v, o, tensor_view<accum_t<T>, 3, Space>(lse), opt));
 }
 
 /// Fused attention: `o = softmax(mask(q k^T * scale)) v`, never materialising [Tq, Tk].
@@ -211,7 +211,7 @@ void attention(const Policy& policy, input_view<T, 4, Space> q, input_view<T, 4,
   c.disjoint({footprint_of("o", o), footprint_of("lse", a.lse)},
              {footprint_of("kv_lengths", kv_lengths)});
   a.kv_lengths = kv_lengths;
-  backend<Policy>::run(policy, a);
+  detail::run(policy, a);
 }
 
 /// Fused attention with per-row key counts, without lse (see the overload with lse).
@@ -299,16 +299,16 @@ void attention_varlen(const Policy& policy, input_view<T, 3, Space> q, input_vie
     if (q1 == q0) continue;
     const attention_shape shape{1,       q.extent(1), k.extent(1), q1 - q0,
                                 k1 - k0, q.extent(2), v.extent(2)};
-    backend<Policy>::run(policy, attention_args<T, Space>{part(q, q0, q1),
-                                                          part(k, k0, k1),
-                                                          part(v, k0, k1),
-                                                          part(o, q0, q1),
-                                                          {},
-                                                          {},
-                                                          shape,
-                                                          mask_spec{opt.causal, opt.window},
-                                                          scale,
-                                                          true});
+    detail::run(policy, attention_args<T, Space>{part(q, q0, q1),
+                                                 part(k, k0, k1),
+                                                 part(v, k0, k1),
+                                                 part(o, q0, q1),
+                                                 {},
+                                                 {},
+                                                 shape,
+                                                 mask_spec{opt.causal, opt.window},
+                                                 scale,
+                                                 true});
   }
 }
 
@@ -365,20 +365,19 @@ void attention_backward(const Policy& policy, input_view<T, 4, Space> q, input_v
              {footprint_of("q", q), footprint_of("k", k), footprint_of("v", v),
               footprint_of("o", o), footprint_of("lse", lse), footprint_of("d_o", d_o)});
   shape.value_dim = v.extent(3);
-  backend<Policy>::run(policy,
-                       attention_backward_args<T, Space>{q,
-                                                         k,
-                                                         v,
-                                                         o,
-                                                         d_o,
-                                                         lse,
-                                                         dq,
-                                                         dk,
-                                                         dv,
-                                                         {},
-                                                         shape,
-                                                         mask_spec{opt.causal, opt.window},
-                                                         c.scale<T>(opt.scale, q.extent(3))});
+  detail::run(policy, attention_backward_args<T, Space>{q,
+                                                        k,
+                                                        v,
+                                                        o,
+                                                        d_o,
+                                                        lse,
+                                                        dq,
+                                                        dk,
+                                                        dv,
+                                                        {},
+                                                        shape,
+                                                        mask_spec{opt.causal, opt.window},
+                                                        c.scale<T>(opt.scale, q.extent(3))});
 }
 
 }  // namespace attn

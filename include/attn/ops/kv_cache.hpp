@@ -130,9 +130,8 @@ class kv_cache {
                                               {1, src.extent(1), src.extent(2), src.extent(3)},
                                               src.strides()};
       };
-      backend<Policy>::run(policy, copy_args<T, Space>{row(k_new), rows(keys_, shape_.head_dim)});
-      backend<Policy>::run(policy,
-                           copy_args<T, Space>{row(v_new), rows(values_, shape_.value_dim)});
+      detail::run(policy, copy_args<T, Space>{row(k_new), rows(keys_, shape_.head_dim)});
+      detail::run(policy, copy_args<T, Space>{row(v_new), rows(values_, shape_.value_dim)});
     }
     for (auto& l : lengths_) l += std::int32_t(n);
     sync_lengths();
@@ -179,7 +178,7 @@ void attention(const Policy& policy, input_view<T, 4, Space> q,
   attention_args<T, Space> a = detail::check_attention<T, Space>(
       c, q, cache.keys(), cache.values(), o, tensor_view<accum_t<T>, 3, Space>(lse), opt);
   a.kv_lengths = cache.lengths();  // checked on the host when they were set
-  backend<Policy>::run(policy, a);
+  detail::run(policy, a);
 }
 
 /// The decode step against a cache, without lse (see the overload with lse).

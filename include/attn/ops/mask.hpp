@@ -36,7 +36,7 @@ void causal_mask(const Policy& policy, tensor_view<T, 4, Space> s) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"causal_mask"};
   c.output("s", s);
-  backend<Policy>::run(policy, mask_args<T, Space>{s, mask_spec{.causal = true}});
+  detail::run(policy, mask_args<T, Space>{s, mask_spec{.causal = true}});
 }
 
 /// The gradient of `causal_mask`, in place: `ds[b, h, i, j] = 0` wherever the forward wrote
@@ -50,7 +50,7 @@ void causal_mask_backward(const Policy& policy, tensor_view<T, 4, Space> ds) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"causal_mask_backward"};
   c.output("ds", ds);
-  backend<Policy>::run(policy, mask_args<T, Space>{ds, mask_spec{.causal = true}, true});
+  detail::run(policy, mask_args<T, Space>{ds, mask_spec{.causal = true}, true});
 }
 
 }  // namespace attn

@@ -79,7 +79,7 @@ void merge_attention(const Policy& policy, input_view<T, 4, Space> o_a,
              {footprint_of("o_a", o_a), footprint_of("lse_a", lse_a), footprint_of("o_b", o_b),
               footprint_of("lse_b", lse_b)},
              {{"o", "o_a"}, {"o", "o_b"}, {"lse", "lse_a"}, {"lse", "lse_b"}});
-  backend<Policy>::run(policy, merge_args<T, Space>{o_a, o_b, lse_a, lse_b, o, lse});
+  detail::run(policy, merge_args<T, Space>{o_a, o_b, lse_a, lse_b, o, lse});
 }
 
 }  // namespace attn

@@ -216,23 +216,23 @@ void multi_head_attention(const Policy& policy, input_view<T, 3, Space> x,
   const auto part = [&](index_t offset, index_t width) {
     return tensor_view<T, 3, Space>{qkv.data() + offset, {B, T_, width}, {T_ * W, W, 1}};
   };
-  backend<Policy>::run(policy, projection_args<T, Space>{
-                                   x,
-                                   3,
-                                   {w.w_q, w.w_k, w.w_v},
-                                   {w.b_q, w.b_k, w.b_v},
-                                   {part(0, C), part(C, Hkv * D), part(C + Hkv * D, Hkv * D)}});
+  detail::run(policy, projection_args<T, Space>{
+                          x,
+                          3,
+                          {w.w_q, w.w_k, w.w_v},
+                          {w.b_q, w.b_k, w.b_v},
+                          {part(0, C), part(C, Hkv * D), part(C + Hkv * D, Hkv * D)}});
   const attention_shape shape{B, H, Hkv, T_, T_, D, D};
-  backend<Policy>::run(policy, attention_args<T, Space>{ws.q(),
-                                                        ws.k(),
-                                                        ws.v(),
-                                                        ws.o(),
-                                                        ws.lse(),
-                                                        {},
-                                                        shape,
-                                                        mask_spec{opt.causal, opt.window},
-                                                        scale});
-  backend<Policy>::run(policy, projection_args<T, Space>{ws.heads(), 1, {w.w_o}, {w.b_o}, {out}});
+  detail::run(policy, attention_args<T, Space>{ws.q(),
+                                               ws.k(),
+                                               ws.v(),
+                                               ws.o(),
+                                               ws.lse(),
+                                               {},
+                                               shape,
+                                               mask_spec{opt.causal, opt.window},
+                                               scale});
+  detail::run(policy, projection_args<T, Space>{ws.heads(), 1, {w.w_o}, {w.b_o}, {out}});
 }
 
 /// Multi-head attention with a workspace allocated for this call only (see the overload with
@@ -328,8 +328,8 @@ void multi_head_attention_backward(const Policy& policy, input_view<T, 3, Space>
 
   // out = heads W_o + b_o: the gradient of the heads, W_o and b_o.
   const tensor_view<T, 3, Space> d_heads = ws.d_heads();
-  backend<Policy>::run(policy, projection_backward_args<T, Space>{
-                                   ws.heads(), 1, {w.w_o}, {d_out}, d_heads, {g.d_w_o}, {g.d_b_o}});
+  detail::run(policy, projection_backward_args<T, Space>{
+                          ws.heads(), 1, {w.w_o}, {d_out}, d_heads, {g.d_w_o}, {g.d_b_o}});
   // The attention of every head.
   const tensor_view<T, 3, Space> d_qkv = ws.d_qkv();
   const index_t W = d_qkv.extent(2);
@@ -337,8 +337,8 @@ void multi_head_attention_backward(const Policy& policy, input_view<T, 3, Space>
     return tensor_view<T, 4, Space>{d_qkv.data() + offset, {B, n, T_, D}, {T_ * W, D, W, 1}};
   };
   const attention_shape shape{B, H, Hkv, T_, T_, D, D};
-  backend<Policy>::run(
-      policy, attention_backward_args<T, Space>{
+  detail::run(policy,
+              attention_backward_args<T, Space>{
                   ws.q(),
                   ws.k(),
                   ws.v(),
@@ -356,8 +356,8 @@ void multi_head_attention_backward(const Policy& policy, input_view<T, 3, Space>
   const auto part = [&](index_t offset, index_t width) {
     return tensor_view<const T, 3, Space>{d_qkv.data() + offset, {B, T_, width}, {T_ * W, W, 1}};
   };
-  backend<Policy>::run(
-      policy, projection_backward_args<T, Space>{x,
+  detail::run(policy,
+              projection_backward_args<T, Space>{x,
                                                  3,
                                                  {w.w_q, w.w_k, w.w_v},
                                                  {part(0, C), part(C, Ckv), part(C + Ckv, Ckv)},

@@ -128,7 +128,7 @@ void project(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 2, S
   using detail::footprint_of;
   c.disjoint({footprint_of("y", y)},
              {footprint_of("x", x), footprint_of("w", w), footprint_of("bias", bias)});
-  backend<Policy>::run(policy, projection_args<T, Space>{x, 1, {w}, {bias}, {y}});
+  detail::run(policy, projection_args<T, Space>{x, 1, {w}, {bias}, {y}});
 }
 
 /// Q, K and V from one pass over x: `q = x w_q + b_q`, `k = x w_k + b_k`, `v = x w_v + b_v`.
@@ -162,8 +162,7 @@ void project_qkv(const Policy& policy, input_view<T, 3, Space> x, input_view<T, 
              {footprint_of("x", x), footprint_of("w_q", w_q), footprint_of("w_k", w_k),
               footprint_of("w_v", w_v), footprint_of("b_q", b_q), footprint_of("b_k", b_k),
               footprint_of("b_v", b_v)});
-  backend<Policy>::run(
-      policy, projection_args<T, Space>{x, 3, {w_q, w_k, w_v}, {b_q, b_k, b_v}, {q, k, v}});
+  detail::run(policy, projection_args<T, Space>{x, 3, {w_q, w_k, w_v}, {b_q, b_k, b_v}, {q, k, v}});
 }
 
 /// The gradients of `project` (y = x w + bias) from dy = dLoss/dy: `dx = dy w^T`,
@@ -191,7 +190,7 @@ void project_backward(const Policy& policy, input_view<T, 3, Space> x, input_vie
   using detail::footprint_of;
   c.disjoint({footprint_of("dx", dx), footprint_of("dw", dw), footprint_of("db", db)},
              {footprint_of("x", x), footprint_of("w", w), footprint_of("dy", dy)});
-  backend<Policy>::run(policy, projection_backward_args<T, Space>{x, 1, {w}, {dy}, dx, {dw}, {db}});
+  detail::run(policy, projection_backward_args<T, Space>{x, 1, {w}, {dy}, dx, {dw}, {db}});
 }
 
 }  // namespace attn

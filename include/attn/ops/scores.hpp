@@ -103,7 +103,7 @@ void scaled_scores(const Policy& policy, input_view<T, 4, Space> q, input_view<T
   const double sc = c.scale<T>(scale, q.extent(3));
   using detail::footprint_of;
   c.disjoint({footprint_of("s", s)}, {footprint_of("q", q), footprint_of("k", k)});
-  backend<Policy>::run(policy, scores_args<T, Space>{q, k, s, shape, sc});
+  detail::run(policy, scores_args<T, Space>{q, k, s, shape, sc});
 }
 
 /// The gradients of `scaled_scores` from ds = dLoss/ds: `dq = scale * ds k` and
@@ -137,7 +137,7 @@ void scaled_scores_backward(const Policy& policy, input_view<T, 4, Space> q,
   using detail::footprint_of;
   c.disjoint({footprint_of("dq", dq), footprint_of("dk", dk)},
              {footprint_of("q", q), footprint_of("k", k), footprint_of("ds", ds)});
-  backend<Policy>::run(policy, scores_backward_args<T, Space>{q, k, ds, dq, dk, shape, sc});
+  detail::run(policy, scores_backward_args<T, Space>{q, k, ds, dq, dk, shape, sc});
 }
 
 }  // namespace attn

@@ -51,7 +51,7 @@ void softmax_rows(const Policy& policy, tensor_view<T, 4, Space> s) {
   detail::check_policy<Policy, T, Space>();
   const detail::checker c{"softmax_rows"};
   c.output("s", s);
-  backend<Policy>::run(policy, softmax_args<T, Space>{s});
+  detail::run(policy, softmax_args<T, Space>{s});
 }
 
 /// The gradient of `softmax_rows` from dp = dLoss/dp and the forward's probabilities p:
@@ -80,7 +80,7 @@ void softmax_rows_backward(const Policy& policy, input_view<T, 4, Space> p,
   using detail::footprint_of;
   c.disjoint({footprint_of("ds", ds)}, {footprint_of("p", p), footprint_of("dp", dp)},
              {{"ds", "dp"}});
-  backend<Policy>::run(policy, softmax_backward_args<T, Space>{p, dp, ds});
+  detail::run(policy, softmax_backward_args<T, Space>{p, dp, ds});
 }
 
 }  // namespace attn

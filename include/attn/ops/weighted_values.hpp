@@ -86,7 +86,7 @@ void weighted_values(const Policy& policy, input_view<T, 4, Space> p, input_view
   c.same("o.Dv (extent 3)", o.extent(3), "v.Dv (extent 3)", v.extent(3));
   using detail::footprint_of;
   c.disjoint({footprint_of("o", o)}, {footprint_of("p", p), footprint_of("v", v)});
-  backend<Policy>::run(policy, weighted_values_args<T, Space>{p, v, o, shape});
+  detail::run(policy, weighted_values_args<T, Space>{p, v, o, shape});
 }
 
 /// The gradients of `weighted_values` from d_o = dLoss/do: `dp = d_o v^T` and `dv = p^T d_o`
@@ -117,7 +117,7 @@ void weighted_values_backward(const Policy& policy, input_view<T, 4, Space> p,
   using detail::footprint_of;
   c.disjoint({footprint_of("dp", dp), footprint_of("dv", dv)},
              {footprint_of("p", p), footprint_of("v", v), footprint_of("d_o", d_o)});
-  backend<Policy>::run(policy, weighted_values_backward_args<T, Space>{p, v, d_o, dp, dv, shape});
+  detail::run(policy, weighted_values_backward_args<T, Space>{p, v, d_o, dp, dv, shape});
 }
 
 }  // namespace attn
