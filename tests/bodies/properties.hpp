@@ -149,6 +149,38 @@ void non_finite_values_count_only_where_visible() {
     for (index_t d = 0; d < 16; ++d) EXPECT_TRUE(std::isnan(to_double(o(0, 0, 4, d))));
     EXPECT_TRUE(std::isfinite(to_double(o(0, 0, 3, 0))));
   }
+  // Scores of +inf (a -inf query under a negative scale) give inf - inf: NaN output and lse, on
+  // the decode path (one query, two heads per KV head: split-KV chunks and their merge) and the
+  // item kernel (17 queries); the other head stays finite.
+  for (index_t Tq : {1, 17}) {
+    const shape s{1, 2, Tq, 40, 8, 8, 1};
+    qkv<C> in(s);
+    for (index_t i = 0; i < Tq; ++i) in.q(0, 0, i, 0) = from_double<T>(-INFINITY);
+    host_tensor<T, 4> o({1, 2, Tq, 8});
+    host_tensor<accum_t<T>, 3> lse({1, 2, Tq});
+    attention(C::policy(), in.q.view(), in.k.view(), in.v.view(), o.view(), lse.view(),
+              {.scale = -1.0});
+    EXPECT_TRUE(std::isnan(to_double(o(0, 0, 0, 0)))) << Tq;
+    EXPECT_TRUE(std::isnan(double(lse(0, 0, Tq - 1)))) << Tq;
+    EXPECT_TRUE(std::isfinite(double(lse(0, 1, 0)))) << Tq;
+  }
+  {  // merging a NaN part with one that saw no key (lse -inf) gives NaN, in either order
+    host_tensor<T, 4> oa({1, 1, 1, 2}), ob({1, 1, 1, 2}), o({1, 1, 1, 2});
+    host_tensor<accum_t<T>, 3> la({1, 1, 1}), lb({1, 1, 1}), lse({1, 1, 1});
+    oa(0, 0, 0, 0) = oa(0, 0, 0, 1) = nan;
+    la(0, 0, 0) = accum_t<T>(NAN);
+    lb(0, 0, 0) = -std::numeric_limits<accum_t<T>>::infinity();
+    for (bool swap : {false, true}) {
+      if (swap)
+        merge_attention(C::policy(), ob.view(), lb.view(), oa.view(), la.view(), o.view(),
+                        lse.view());
+      else
+        merge_attention(C::policy(), oa.view(), la.view(), ob.view(), lb.view(), o.view(),
+                        lse.view());
+      EXPECT_TRUE(std::isnan(to_double(o(0, 0, 0, 1)))) << swap;
+      EXPECT_TRUE(std::isnan(double(lse(0, 0, 0)))) << swap;
+    }
+  }
 }
 
 template <class C>

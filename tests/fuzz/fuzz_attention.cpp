@@ -1,5 +1,6 @@
-// A fuzz target for the public functions (the fused attention and its backward, the forward
-// stages, project_qkv, merge_attention, multi_head_attention): each input builds one small random
+// A fuzz target for the public functions (the fused attention, with per-row key counts or not, and
+// its backward, the forward stages and their backwards, project_qkv, merge_attention,
+// multi_head_attention): each input builds one small random
 // problem (extents 0-70, random strides, offsets into one shared arena so that views may overlap,
 // options, thread counts) and calls one function on attn::cpu. Either the call throws shape_error
 // and the arena is bit-for-bit what it was, or it returns, nothing outside its outputs changed, and
@@ -237,7 +238,8 @@ void one_case(choices& c) {
   const auto ref = [](auto&&... tensors) {
     return std::vector<std::vector<float>>{flat(tensors)...};
   };
-  const unsigned op = c.byte() % 10;
+  // Ten operations for the byte values below 240 (as in the committed corpus), six more above.
+  const unsigned pick = c.byte(), op = pick < 240 ? pick % 10 : 10 + pick % 6;
   if (std::getenv("ATTN_FUZZ_VERBOSE"))
     std::fprintf(stderr,
                  "op %u threads %d B %td H %td Hkv %td Tq %td Tk %td D %td Dv %td causal %d "
@@ -483,6 +485,135 @@ void one_case(choices& c) {
             return ref(ro);
           },
           out);
+      break;
+    }
+    case 10: {  // softmax_rows_backward, ds in place over dp now and then
+      in4 p;
+      out4 dp, ds;
+      if (!a.view(c, {B, H, Tq, Tk}, p) || !a.view(c, {B, H, Tq, Tk}, dp)) return;
+      if (c.byte() % 3 == 0)
+        ds = dp;
+      else if (!a.view(c, {B, H, Tq, Tk}, ds))
+        return;
+      check(
+          a, pol, [&](const auto& pl) { attn::softmax_rows_backward(pl, p, dp, ds); },
+          [&] {
+            auto cp = dense(p), cdp = dense(dp);
+            attn::host_tensor<float, 4> rs(ds.extents());
+            attn::softmax_rows_backward(attn::reference, cp.view(), cdp.view(), rs.view());
+            return ref(rs);
+          },
+          ds);
+      break;
+    }
+    case 11: {  // weighted_values_backward; either gradient may be left out
+      in4 p, v, d_o;
+      out4 dp, dv;
+      const unsigned want = c.byte();
+      if (!a.view(c, {B, H, Tq, Tk}, p) || !a.view(c, {B, Hkv, Tk, Dv}, v) ||
+          !a.view(c, {B, H, Tq, Dv}, d_o) || (want & 1 && !a.view(c, {B, H, Tq, Tk}, dp)) ||
+          (want & 2 && !a.view(c, {B, Hkv, Tk, Dv}, dv)))
+        return;
+      check(
+          a, pol, [&](const auto& pl) { attn::weighted_values_backward(pl, p, v, d_o, dp, dv); },
+          [&] {
+            auto cp = dense(p), cv = dense(v), cd = dense(d_o);
+            attn::host_tensor<float, 4> rp(dp.extents()), rv(dv.extents());
+            attn::weighted_values_backward(attn::reference, cp.view(), cv.view(), cd.view(),
+                                           dp.data() ? rp.view() : out4{},
+                                           dv.data() ? rv.view() : out4{});
+            return ref(rp, rv);
+          },
+          dp, dv);
+      break;
+    }
+    case 12: {  // scaled_scores_backward; either gradient may be left out
+      in4 q, k, ds;
+      out4 dq, dk;
+      const unsigned want = c.byte();
+      if (!a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, Hkv, Tk, D}, k) ||
+          !a.view(c, {B, H, Tq, Tk}, ds) || (want & 1 && !a.view(c, {B, H, Tq, D}, dq)) ||
+          (want & 2 && !a.view(c, {B, Hkv, Tk, D}, dk)))
+        return;
+      check(
+          a, pol,
+          [&](const auto& p) { attn::scaled_scores_backward(p, q, k, ds, dq, dk, opt.scale); },
+          [&] {
+            auto cq = dense(q), ck = dense(k), cs = dense(ds);
+            attn::host_tensor<float, 4> rq(dq.extents()), rk(dk.extents());
+            attn::scaled_scores_backward(attn::reference, cq.view(), ck.view(), cs.view(),
+                                         dq.data() ? rq.view() : out4{},
+                                         dk.data() ? rk.view() : out4{}, opt.scale);
+            return ref(rq, rk);
+          },
+          dq, dk);
+      break;
+    }
+    case 13: {  // project_backward; each gradient may be left out
+      attn::tensor_view<const float, 3> x, dy;
+      attn::tensor_view<const float, 2> w;
+      attn::tensor_view<float, 3> dx;
+      attn::tensor_view<float, 2> dw;
+      attn::tensor_view<float, 1> db;
+      const index_t C = c.extent(20), E = c.extent(20);
+      const unsigned want = c.byte();
+      if (!a.view(c, {B, Tq, C}, x) || !a.view(c, {C, E}, w) || !a.view(c, {B, Tq, E}, dy) ||
+          (want & 1 && !a.view(c, {B, Tq, C}, dx)) || (want & 2 && !a.view(c, {C, E}, dw)) ||
+          (want & 4 && !a.view(c, {E}, db)))
+        return;
+      check(
+          a, pol, [&](const auto& p) { attn::project_backward(p, x, w, dy, dx, dw, db); },
+          [&] {
+            auto cx = dense(x), cy = dense(dy);
+            auto cw = dense(w);
+            attn::host_tensor<float, 3> rx(dx.extents());
+            attn::host_tensor<float, 2> rw(dw.extents());
+            attn::host_tensor<float, 1> rb(db.extents());
+            attn::project_backward(attn::reference, cx.view(), cw.view(), cy.view(),
+                                   dx.data() ? rx.view() : attn::tensor_view<float, 3>{},
+                                   dw.data() ? rw.view() : attn::tensor_view<float, 2>{},
+                                   db.data() ? rb.view() : attn::tensor_view<float, 1>{});
+            return ref(rx, rw, rb);
+          },
+          dx, dw, db);
+      break;
+    }
+    case 14: {  // causal_mask_backward, in place
+      out4 ds;
+      if (!a.view(c, {B, H, Tq, Tk}, ds)) return;
+      auto start = dense(ds);
+      check(
+          a, pol, [&](const auto& p) { attn::causal_mask_backward(p, ds); },
+          [&] {
+            attn::causal_mask_backward(attn::reference, start.view());
+            return ref(start);
+          },
+          ds);
+      break;
+    }
+    case 15: {  // attention over a padded batch: a key count per row (now and then out of range)
+      in4 q, k, v;
+      out4 o;
+      attn::tensor_view<float, 3> lse;
+      attn::host_tensor<std::int32_t, 1> lengths(attn::dims<1>{B});
+      for (index_t b = 0; b < B; ++b) lengths(b) = std::int32_t(c.below(Tk + 2) - (c.byte() == 0));
+      if (!a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, Hkv, Tk, D}, k) ||
+          !a.view(c, {B, Hkv, Tk, Dv}, v) || !a.view(c, {B, H, Tq, Dv}, o) ||
+          (c.byte() % 2 && !a.view(c, {B, H, Tq}, lse)))
+        return;
+      const attn::tensor_view<const std::int32_t, 1> kv_lengths = lengths.view();
+      check(
+          a, pol, [&](const auto& p) { attn::attention(p, q, k, v, o, lse, opt, kv_lengths); },
+          [&] {
+            auto dq = dense(q), dk = dense(k), dv = dense(v);
+            attn::host_tensor<float, 4> ro(o.extents());
+            attn::host_tensor<float, 3> rl(lse.extents());
+            attn::attention(attn::reference, dq.view(), dk.view(), dv.view(), ro.view(),
+                            lse.data() ? rl.view() : attn::tensor_view<float, 3>{}, opt,
+                            kv_lengths);
+            return ref(ro, rl);
+          },
+          o, lse);
       break;
     }
   }

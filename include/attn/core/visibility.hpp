@@ -95,6 +95,14 @@ struct softmax_end {
   A lse;    ///< The row's log-sum-exp, natural units.
 };
 
+/// The larger of two partial maxima or log-sum-exps, NaN when either is NaN: std::max and
+/// fmaxf drop a NaN in one argument order or both, and a part whose lse is NaN would then pass
+/// for one that saw no key (-inf). Merges take their maximum with it.
+template <class A>
+ATTN_HOST_DEVICE constexpr A max_nan(A a, A b) {
+  return a != a ? a : (b != b || a < b ? b : a);
+}
+
 /// The maximum to subtract: -inf (nothing finite seen yet) becomes 0, so exp gives 0, not NaN.
 template <class A>
 ATTN_HOST_DEVICE constexpr A max_used(A max) {

@@ -243,7 +243,7 @@ struct backend<cpu_policy> {
                    [&](index_t b, index_t h, index_t i0, index_t rows) {
                      for (index_t i = i0; i < i0 + rows; ++i) {
                        const A la = a.lse_a(b, h, i), lb = a.lse_b(b, h, i);
-                       const A m = std::max(la, lb);
+                       const A m = max_nan(la, lb);
                        const A wa = m == -inf ? A(0) : std::exp(la - m);
                        const A wb = m == -inf ? A(0) : std::exp(lb - m);
                        // -inf only when neither side saw a key; a NaN reaches the sum.

@@ -161,7 +161,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                    const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
                    float m = -inf;
                    for (index_t c = 0; c < chunks; ++c)
-                     m = std::max(m, first[c * per_item + rows * Dv + r]);
+                     m = max_nan(m, first[c * per_item + rows * Dv + r]);
                    float sum = 0;
                    for (index_t c = 0; c < chunks; ++c) {
                      const float lse = first[c * per_item + rows * Dv + r];

@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(copy_threads)
   if (r >= rows) return;
   const index_t Dv = o.extent(3), Tq = o.extent(2), H = o.extent(1);
   const index_t i = r % Tq, h = (r / Tq) % H, b = r / (Tq * H);
-  const float la = lse_a(b, h, i), lb = lse_b(b, h, i), m = fmaxf(la, lb);
+  const float la = lse_a(b, h, i), lb = lse_b(b, h, i), m = max_nan(la, lb);
   const float wa = m == neg_inf ? 0.0f : exp2f((la - m) * log2e);
   const float wb = m == neg_inf ? 0.0f : exp2f((lb - m) * log2e);
   // m is -inf only when neither side saw a key; a NaN on either side reaches the sum.

@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(128)
   const int lane = static_cast<int>(threadIdx.x % 32);
   const index_t i = r % Tq, h = (r / Tq) % H, b = r / (Tq * H), rows = B * H * Tq;
   float m = neg_inf;
-  for (index_t c = 0; c < w.chunks; ++c) m = fmaxf(m, w.lse[c * rows + r]);
+  for (index_t c = 0; c < w.chunks; ++c) m = max_nan(m, w.lse[c * rows + r]);
   float sum = 0.0f;
   for (index_t c = 0; c < w.chunks; ++c) {
     const float x = w.lse[c * rows + r];

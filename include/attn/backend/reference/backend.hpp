@@ -272,7 +272,7 @@ struct backend<reference_policy> {
   static void run(const reference_policy&, const merge_args<T>& a) {
     for_rows(a.o, [&](index_t b, index_t h, index_t i) {
       const double la = a.lse_a(b, h, i), lb = a.lse_b(b, h, i);
-      const double m = std::max(la, lb);
+      const double m = max_nan(la, lb);
       const double wa = m == -inf ? 0.0 : std::exp(la - m), wb = m == -inf ? 0.0 : std::exp(lb - m);
       // m is -inf only when neither side saw a key; a NaN on either side reaches the sum.
       const softmax_end<double> end = finish_softmax(m != -inf, m, wa + wb);
