@@ -19,7 +19,6 @@ struct projection_args {
   tensor_view<const T, 1, Space> bias[3];  ///< [E_n], or empty for none
   tensor_view<T, 3, Space> y[3];           ///< [B, T, E_n]
 
-  /// The same arguments with every view passed through f (a staging policy's hook).
   /// These arguments with each view replaced by f(view), a view of f's target_space.
   template <class F>
   auto map(F&& f) const {

@@ -79,6 +79,16 @@ attention_shape check_qk(const checker& c, const Q& q, const K& k) {
            std::to_string(q.extent(1)) + "; the key heads must divide the query heads");
   return {q.extent(0), q.extent(1), k.extent(1), q.extent(2), k.extent(2), q.extent(3), 0};
 }
+
+/// Checks that `name` is [B, H, Tq, Tk] for q [B, H, Tq, D] and k [B, Hkv, Tk, D].
+template <class S, class Q, class K>
+void check_scores_extents(const checker& c, const std::string& name, const S& s, const Q& q,
+                          const K& k) {
+  c.same(name + ".B (extent 0)", s.extent(0), "q.B (extent 0)", q.extent(0));
+  c.same(name + ".H (extent 1)", s.extent(1), "q.H (extent 1)", q.extent(1));
+  c.same(name + ".Tq (extent 2)", s.extent(2), "q.Tq (extent 2)", q.extent(2));
+  c.same(name + ".Tk (extent 3)", s.extent(3), "k.Tk (extent 2)", k.extent(2));
+}
 }  // namespace detail
 
 /// `s[b, h, i, j] = scale * dot(q[b, h, i, :], k[b, h / (H / Hkv), j, :])`.
@@ -96,10 +106,7 @@ void scaled_scores(const Policy& policy, input_view<T, 4, Space> q, input_view<T
   const detail::checker c{"scaled_scores"};
   const attention_shape shape = detail::check_qk(c, q, k);
   c.output("s", s);
-  c.same("s.B (extent 0)", s.extent(0), "q.B (extent 0)", q.extent(0));
-  c.same("s.H (extent 1)", s.extent(1), "q.H (extent 1)", q.extent(1));
-  c.same("s.Tq (extent 2)", s.extent(2), "q.Tq (extent 2)", q.extent(2));
-  c.same("s.Tk (extent 3)", s.extent(3), "k.Tk (extent 2)", k.extent(2));
+  detail::check_scores_extents(c, "s", s, q, k);
   const double sc = c.scale<T>(scale, q.extent(3));
   using detail::footprint_of;
   c.disjoint({footprint_of("s", s)}, {footprint_of("q", q), footprint_of("k", k)});
@@ -127,10 +134,7 @@ void scaled_scores_backward(const Policy& policy, input_view<T, 4, Space> q,
   const detail::checker c{"scaled_scores_backward"};
   const attention_shape shape = detail::check_qk(c, q, k);
   c.view("ds", ds);
-  c.same("ds.B (extent 0)", ds.extent(0), "q.B (extent 0)", q.extent(0));
-  c.same("ds.H (extent 1)", ds.extent(1), "q.H (extent 1)", q.extent(1));
-  c.same("ds.Tq (extent 2)", ds.extent(2), "q.Tq (extent 2)", q.extent(2));
-  c.same("ds.Tk (extent 3)", ds.extent(3), "k.Tk (extent 2)", k.extent(2));
+  detail::check_scores_extents(c, "ds", ds, q, k);
   detail::check_like(c, "dq", dq, "q", q);
   detail::check_like(c, "dk", dk, "k", k);
   const double sc = c.scale<T>(scale, q.extent(3));

@@ -64,6 +64,16 @@ attention_shape check_pv(const checker& c, const P& p, const V& v) {
   c.same("v.Tk (extent 2)", v.extent(2), "p.Tk (extent 3)", p.extent(3));
   return {p.extent(0), p.extent(1), v.extent(1), p.extent(2), v.extent(2), 0, v.extent(3)};
 }
+
+/// Checks that `name` is [B, H, Tq, Dv] for p [B, H, Tq, Tk] and v [B, Hkv, Tk, Dv].
+template <class O, class P, class V>
+void check_output_extents(const checker& c, const std::string& name, const O& o, const P& p,
+                          const V& v) {
+  c.same(name + ".B (extent 0)", o.extent(0), "p.B (extent 0)", p.extent(0));
+  c.same(name + ".H (extent 1)", o.extent(1), "p.H (extent 1)", p.extent(1));
+  c.same(name + ".Tq (extent 2)", o.extent(2), "p.Tq (extent 2)", p.extent(2));
+  c.same(name + ".Dv (extent 3)", o.extent(3), "v.Dv (extent 3)", v.extent(3));
+}
 }  // namespace detail
 
 /// `o[b, h, i, :] = sum_j p[b, h, i, j] * v[b, h / (H / Hkv), j, :]`.
@@ -80,10 +90,7 @@ void weighted_values(const Policy& policy, input_view<T, 4, Space> p, input_view
   const detail::checker c{"weighted_values"};
   const attention_shape shape = detail::check_pv(c, p, v);
   c.output("o", o);
-  c.same("o.B (extent 0)", o.extent(0), "p.B (extent 0)", p.extent(0));
-  c.same("o.H (extent 1)", o.extent(1), "p.H (extent 1)", p.extent(1));
-  c.same("o.Tq (extent 2)", o.extent(2), "p.Tq (extent 2)", p.extent(2));
-  c.same("o.Dv (extent 3)", o.extent(3), "v.Dv (extent 3)", v.extent(3));
+  detail::check_output_extents(c, "o", o, p, v);
   using detail::footprint_of;
   c.disjoint({footprint_of("o", o)}, {footprint_of("p", p), footprint_of("v", v)});
   detail::run(policy, weighted_values_args<T, Space>{p, v, o, shape});
@@ -108,10 +115,7 @@ void weighted_values_backward(const Policy& policy, input_view<T, 4, Space> p,
   const detail::checker c{"weighted_values_backward"};
   const attention_shape shape = detail::check_pv(c, p, v);
   c.view("d_o", d_o);
-  c.same("d_o.B (extent 0)", d_o.extent(0), "p.B (extent 0)", p.extent(0));
-  c.same("d_o.H (extent 1)", d_o.extent(1), "p.H (extent 1)", p.extent(1));
-  c.same("d_o.Tq (extent 2)", d_o.extent(2), "p.Tq (extent 2)", p.extent(2));
-  c.same("d_o.Dv (extent 3)", d_o.extent(3), "v.Dv (extent 3)", v.extent(3));
+  detail::check_output_extents(c, "d_o", d_o, p, v);
   detail::check_like(c, "dp", dp, "p", p);
   detail::check_like(c, "dv", dv, "v", v);
   using detail::footprint_of;

@@ -35,16 +35,42 @@ bool rows_vectorizable(const tensor_view<const T, 4, device_space>& v) {
          v.stride(1) % per16 == 0 && v.stride(2) % per16 == 0;
 }
 
+/// The wider of a fused call's head dims, once the fused kernels' limits hold (head dims up to
+/// 256; B and H up to 65535, the grid's y and z). `what`: "attention" or "attention backward".
+inline int fused_head_width(const attention_shape& s, const std::string& what) {
+  const int widest = static_cast<int>(s.head_dim > s.value_dim ? s.head_dim : s.value_dim);
+  if (widest > 256)
+    throw backend_error("attn: the CUDA " + what + " supports head dims up to 256, not " +
+                        std::to_string(widest) + " (use the stages)");
+  if (s.batch > 65535 || s.heads > 65535)
+    throw backend_error("attn: CUDA " + what + ": B and H must be at most 65535");
+  return widest;
+}
+
+/// Calls f(std::integral_constant<int, V>{}) with the kernel variant V for a head width:
+/// Small up to 64 columns, Medium up to 128, Large up to 256.
+template <int Small, int Medium, int Large, class F>
+void by_head_width(int widest, F&& f) {
+  if (widest <= 64)
+    f(std::integral_constant<int, Small>{});
+  else if (widest <= 128)
+    f(std::integral_constant<int, Medium>{});
+  else
+    f(std::integral_constant<int, Large>{});
+}
+
+/// ATTN_CUDA_LAUNCH with `bytes` of dynamic shared memory, opted into first (a kernel needs
+/// the opt-in past 48 KiB).
+#define ATTN_CUDA_LAUNCH_SHARED(kernel, grid, block, bytes, stream, ...)                \
+  (::attn::cuda_detail::check(::attn::cuda_detail::allow_dynamic_shared(kernel, bytes), \
+                              "cudaFuncSetAttribute", __FILE__, __LINE__),              \
+   ATTN_CUDA_LAUNCH(kernel, grid, block, bytes, stream, __VA_ARGS__))
+
 template <class T, bool Causal>
 void flash(cudaStream_t stream, const attention_args<T, device_space>& a) {
   const attention_shape& s = a.shape;
   const int D = static_cast<int>(s.head_dim), Dv = static_cast<int>(s.value_dim);
-  const int widest = D > Dv ? D : Dv;
-  if (widest > 256)
-    throw backend_error("attn: the CUDA attention supports head dims up to 256, not " +
-                        std::to_string(widest) + " (use the stages)");
-  if (s.batch > 65535 || s.heads > 65535)
-    throw backend_error("attn: CUDA attention: B and H must be at most 65535");
+  const int widest = fused_head_width(s, "attention");
   const bool lse = a.lse.data() != nullptr && !a.lse.empty();
   flash_params<T> f{as_batched<const T>(a.q),
                     as_batched<const T>(a.k, false, s.group()),
@@ -74,20 +100,13 @@ void flash(cudaStream_t stream, const attention_args<T, device_space>& a) {
     check(cudaMallocAsync(&memory, bytes, stream), "cudaMallocAsync", __FILE__, __LINE__);
     const decode_workspace w{static_cast<float*>(memory),
                              static_cast<float*>(memory) + chunks * rows * Dv, chunks};
-    auto run = [&](auto width) {
+    by_head_width<2, 4, 8>(widest, [&](auto width) {
       constexpr int C = decltype(width)::value;
       auto* kernel = &flash_decode_kernel<T, C>;
-      const std::size_t shared = flash_fp32_shared(C);
-      check(allow_dynamic_shared(kernel, shared), "cudaFuncSetAttribute", __FILE__, __LINE__);
-      ATTN_CUDA_LAUNCH(kernel, dim3(unsigned(chunks), unsigned(s.kv_heads), unsigned(s.batch)),
-                       dim3(32 * f32_warps), shared, stream, f, static_cast<int>(s.group()), w);
-    };
-    if (widest <= 64)
-      run(std::integral_constant<int, 2>{});
-    else if (widest <= 128)
-      run(std::integral_constant<int, 4>{});
-    else
-      run(std::integral_constant<int, 8>{});
+      ATTN_CUDA_LAUNCH_SHARED(
+          kernel, dim3(unsigned(chunks), unsigned(s.kv_heads), unsigned(s.batch)),
+          dim3(32 * f32_warps), flash_fp32_shared(C), stream, f, static_cast<int>(s.group()), w);
+    });
     ATTN_CUDA_LAUNCH(&decode_merge_kernel<T>, dim3(blocks_for(rows, 4)), dim3(128), 0, stream, w,
                      f.o, f.lse, f.lse_s0, f.lse_s1, f.lse_s2, s.batch, s.heads, s.q_len, Dv);
     check(cudaFreeAsync(memory, stream), "cudaFreeAsync", __FILE__, __LINE__);
@@ -95,37 +114,21 @@ void flash(cudaStream_t stream, const attention_args<T, device_space>& a) {
   }
   if constexpr (std::is_same_v<T, float>) {
     // fast: D <= 64 (2 chunks of 32 columns per lane) and D <= 128 (4); generic: up to 256.
-    auto run = [&](auto chunks) {
+    by_head_width<2, 4, 8>(widest, [&](auto chunks) {
       constexpr int C = decltype(chunks)::value;
       auto* kernel = &flash_fp32_kernel<C, Causal>;
-      const std::size_t bytes = flash_fp32_shared(C);
-      check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
-      ATTN_CUDA_LAUNCH(kernel, dim3(blocks_for(s.q_len, f32_rows), grid_of.y, grid_of.z),
-                       dim3(32 * f32_warps), bytes, stream, f);
-    };
-    if (widest <= 64)
-      run(std::integral_constant<int, 2>{});
-    else if (widest <= 128)
-      run(std::integral_constant<int, 4>{});
-    else
-      run(std::integral_constant<int, 8>{});
+      ATTN_CUDA_LAUNCH_SHARED(kernel, dim3(blocks_for(s.q_len, f32_rows), grid_of.y, grid_of.z),
+                              dim3(32 * f32_warps), flash_fp32_shared(C), stream, f);
+    });
   } else {
     f.vec_q = rows_vectorizable<T>(a.q);
     f.vec_kv = rows_vectorizable<T>(a.k) && rows_vectorizable<T>(a.v);
-    auto run = [&](auto dp) {
+    by_head_width<64, 128, 256>(widest, [&](auto dp) {
       constexpr int Dp = decltype(dp)::value;
       auto* kernel = &flash_mma_kernel<T, Dp, Causal>;
-      const std::size_t bytes = flash_mma_shared(Dp);
-      check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
-      ATTN_CUDA_LAUNCH(kernel, dim3(blocks_for(s.q_len, mma_rows), grid_of.y, grid_of.z),
-                       dim3(32 * mma_warps), bytes, stream, f);
-    };
-    if (widest <= 64)
-      run(std::integral_constant<int, 64>{});
-    else if (widest <= 128)
-      run(std::integral_constant<int, 128>{});
-    else
-      run(std::integral_constant<int, 256>{});
+      ATTN_CUDA_LAUNCH_SHARED(kernel, dim3(blocks_for(s.q_len, mma_rows), grid_of.y, grid_of.z),
+                              dim3(32 * mma_warps), flash_mma_shared(Dp), stream, f);
+    });
   }
 }
 
@@ -133,12 +136,7 @@ template <class T, bool Causal>
 void flash_backward(cudaStream_t stream, const attention_backward_args<T, device_space>& a) {
   const attention_shape& s = a.shape;
   const int D = static_cast<int>(s.head_dim), Dv = static_cast<int>(s.value_dim);
-  const int widest = D > Dv ? D : Dv;
-  if (widest > 256)
-    throw backend_error("attn: the CUDA attention backward supports head dims up to 256, not " +
-                        std::to_string(widest) + " (use the stages)");
-  if (s.batch > 65535 || s.heads > 65535)
-    throw backend_error("attn: CUDA attention backward: B and H must be at most 65535");
+  const int widest = fused_head_width(s, "attention backward");
   const auto optional = [](const tensor_view<T, 4, device_space>& t, index_t group = 1) {
     return t.empty() ? batched<T>{nullptr, 0, 0, 0, 0, 1} : as_batched<T>(t, false, group);
   };
@@ -164,30 +162,22 @@ void flash_backward(cudaStream_t stream, const attention_backward_args<T, device
                                    a.mask,
                                    static_cast<float>(a.scale),
                                    static_cast<float>(a.scale) * log2e};
-  auto run = [&](auto chunks) {
+  by_head_width<2, 4, 8>(widest, [&](auto chunks) {
     constexpr int C = decltype(chunks)::value;
     const std::size_t bytes = flash_backward_shared(C);
     if (f.dq.p != nullptr && s.q_len > 0) {
       auto* kernel = &flash_backward_dq_kernel<T, C, Causal>;
-      check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
-      ATTN_CUDA_LAUNCH(kernel,
-                       dim3(blocks_for(s.q_len, bwd_tile), unsigned(s.heads), unsigned(s.batch)),
-                       dim3(32 * bwd_warps), bytes, stream, f);
+      ATTN_CUDA_LAUNCH_SHARED(
+          kernel, dim3(blocks_for(s.q_len, bwd_tile), unsigned(s.heads), unsigned(s.batch)),
+          dim3(32 * bwd_warps), bytes, stream, f);
     }
     if ((f.dk.p != nullptr || f.dv.p != nullptr) && s.kv_len > 0) {
       auto* kernel = &flash_backward_dkdv_kernel<T, C, Causal>;
-      check(allow_dynamic_shared(kernel, bytes), "cudaFuncSetAttribute", __FILE__, __LINE__);
-      ATTN_CUDA_LAUNCH(
+      ATTN_CUDA_LAUNCH_SHARED(
           kernel, dim3(blocks_for(s.kv_len, bwd_tile), unsigned(s.kv_heads), unsigned(s.batch)),
           dim3(32 * bwd_warps), bytes, stream, f);
     }
-  };
-  if (widest <= 64)
-    run(std::integral_constant<int, 2>{});
-  else if (widest <= 128)
-    run(std::integral_constant<int, 4>{});
-  else
-    run(std::integral_constant<int, 8>{});
+  });
 }
 
 /// c (N, E) [+]= alpha * a^T b for matrices of one batch: a (M, N), b (M, E) as batched
