@@ -1,6 +1,6 @@
-// A fuzz target for the public functions (the fused attention, with per-row key counts or not, and
-// its backward, the forward stages and their backwards, project_qkv, merge_attention,
-// multi_head_attention): each input builds one small random
+// A fuzz target for the public functions (the fused attention, with per-row key counts or not,
+// over a KV cache and packed varlen, and its backward; the forward stages and their backwards,
+// project_qkv, merge_attention, multi_head_attention): each input builds one small random
 // problem (extents 0-70, random strides, offsets into one shared arena so that views may overlap,
 // options, thread counts) and calls one function on attn::cpu. Either the call throws shape_error
 // and the arena is bit-for-bit what it was, or it returns, nothing outside its outputs changed, and
@@ -238,8 +238,8 @@ void one_case(choices& c) {
   const auto ref = [](auto&&... tensors) {
     return std::vector<std::vector<float>>{flat(tensors)...};
   };
-  // Ten operations for the byte values below 240 (as in the committed corpus), six more above.
-  const unsigned pick = c.byte(), op = pick < 240 ? pick % 10 : 10 + pick % 6;
+  // Ten operations for the byte values below 240 (as in the first corpus), eight more above.
+  const unsigned pick = c.byte(), op = pick < 240 ? pick % 10 : 10 + (pick - 240) % 8;
   if (std::getenv("ATTN_FUZZ_VERBOSE"))
     std::fprintf(stderr,
                  "op %u threads %d B %td H %td Hkv %td Tq %td Tk %td D %td Dv %td causal %d "
@@ -614,6 +614,86 @@ void one_case(choices& c) {
             return ref(ro, rl);
           },
           o, lse);
+      break;
+    }
+    case 16: {  // a KV cache: lengths, append (now and then past capacity), attention over it
+      const index_t cap = c.extent(70), Tn = c.extent(9);
+      std::optional<attn::kv_cache<float>> got, want;
+      try {
+        const attn::kv_cache_shape cs{
+            .batch = B, .kv_heads = Hkv, .capacity = cap, .head_dim = D, .value_dim = Dv};
+        got.emplace(cs), want.emplace(cs);
+      } catch (const attn::shape_error&) {
+        return;
+      }
+      // The same contents in both (the buffers start as zeros), and random lengths.
+      for (index_t b = 0; b < B; ++b) {
+        const index_t n = c.below(cap + 1);
+        got->set_length(b, n), want->set_length(b, n);
+      }
+      in4 kn, vn, q;
+      out4 o;
+      if (!a.view(c, {B, Hkv, Tn, D}, kn) || !a.view(c, {B, Hkv, Tn, Dv}, vn) ||
+          !a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, H, Tq, Dv}, o))
+        return;
+      const auto keys_of = [](const attn::kv_cache<float>& kc) {
+        return std::vector<std::vector<float>>{flat(dense(kc.keys())), flat(dense(kc.values()))};
+      };
+      const auto before = keys_of(*got);
+      const std::vector<float> arena_before = a.data;
+      bool appended = true;
+      try {
+        got->append(pol, kn, vn);
+      } catch (const attn::shape_error&) {
+        appended = false;
+        if (keys_of(*got) != before || a.data != arena_before)
+          fail("a kv_cache::append that threw shape_error wrote");
+      }
+      try {
+        auto dkn = dense(kn), dvn = dense(vn);
+        want->append(attn::reference, dkn.view(), dvn.view());
+      } catch (const attn::shape_error&) {
+        if (appended) fail("attn::cpu appended what attn::reference rejects");
+      }
+      if (keys_of(*got) != keys_of(*want)) fail("the caches differ after append");
+      for (index_t b = 0; b < B; ++b)
+        if (got->length(b) != want->length(b)) fail("the cache lengths differ after append");
+      check(
+          a, pol, [&](const auto& p) { attn::attention(p, q, *got, o, opt); },
+          [&] {
+            auto dq = dense(q);
+            attn::host_tensor<float, 4> ro(o.extents());
+            attn::attention(attn::reference, dq.view(), *want, ro.view(), opt);
+            return ref(ro);
+          },
+          o);
+      break;
+    }
+    case 17: {  // attention_varlen: packed sequences, offsets now and then out of order
+      std::vector<std::int32_t> cq(std::size_t(B + 1)), ck(std::size_t(B + 1));
+      for (index_t b = 1; b <= B; ++b) {
+        cq[std::size_t(b)] = cq[std::size_t(b - 1)] + std::int32_t(c.extent(20));
+        ck[std::size_t(b)] = ck[std::size_t(b - 1)] + std::int32_t(c.extent(20));
+      }
+      if (B > 0 && c.byte() % 8 == 0) cq[std::size_t(c.below(B + 1))] += 3;  // rejected
+      const index_t Nq = cq.back(), Nk = ck.back() + (c.byte() % 8 == 0);
+      attn::tensor_view<const float, 3> q, k, v;
+      attn::tensor_view<float, 3> o;
+      if (!a.view(c, {Nq, H, D}, q) || !a.view(c, {Nk, Hkv, D}, k) ||
+          !a.view(c, {Nk, Hkv, Dv}, v) || !a.view(c, {Nq, H, Dv}, o))
+        return;
+      const attn::tensor_view<const std::int32_t, 1> oq{cq.data(), {B + 1}, {1}},
+          ok{ck.data(), {B + 1}, {1}};
+      check(
+          a, pol, [&](const auto& p) { attn::attention_varlen(p, q, k, v, o, oq, ok, opt); },
+          [&] {
+            auto dq = dense(q), dk = dense(k), dv = dense(v);
+            attn::host_tensor<float, 3> ro(o.extents());
+            attn::attention_varlen(attn::reference, dq.view(), dk.view(), dv.view(), ro.view(), oq,
+                                   ok, opt);
+            return ref(ro);
+          },
+          o);
       break;
     }
   }
