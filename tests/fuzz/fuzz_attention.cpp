@@ -1,10 +1,10 @@
 // A fuzz target for the public functions (the fused attention, with per-row key counts or not,
 // over a KV cache and packed varlen, and its backward; the forward stages and their backwards,
-// project_qkv, merge_attention, multi_head_attention): each input builds one small random
-// problem (extents 0-70, random strides, offsets into one shared arena so that views may overlap,
-// options, thread counts) and calls one function on attn::cpu. Either the call throws shape_error
-// and the arena is bit-for-bit what it was, or it returns, nothing outside its outputs changed, and
-// the outputs match attn::reference run on dense copies of the inputs.
+// project_qkv, merge_attention, multi_head_attention and its backward): each input builds one small
+// random problem (extents 0-70, random strides, offsets into one shared arena so that views may
+// overlap, options, thread counts) and calls one function on attn::cpu. Either the call throws
+// shape_error and the arena is bit-for-bit what it was, or it returns, nothing outside its outputs
+// changed, and the outputs match attn::reference run on dense copies of the inputs.
 //
 // With clang: clang++ -fsanitize=fuzzer,address (scripts/test runs it for a minute
 // from tests/fuzz/corpus). Without libFuzzer (ATTN_FUZZ_REPLAY): a main that replays the files
@@ -202,6 +202,18 @@ void scatter(arena& a, const attn::tensor_view<T, R>& v, const attn::host_tensor
 template <class T, int R>
 std::vector<float> flat(const attn::host_tensor<T, R>& t) {
   return std::vector<float>(t.data(), t.data() + t.size());
+}
+
+/// Bit for bit the same (a NaN equals itself here, unlike with ==).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0);
+}
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!same_bits(a[i], b[i])) return false;
+  return true;
 }
 
 void one_case(choices& c) {
@@ -485,6 +497,57 @@ void one_case(choices& c) {
             return ref(ro);
           },
           out);
+      // Now and then the backward as well, from a forward that kept its workspace; each
+      // gradient may be left out.
+      if (c.byte() % 2 == 0) break;
+      attn::mha_workspace<float> ws;
+      try {
+        attn::multi_head_attention(pol, x, m, out, opt, ws);
+      } catch (const attn::shape_error&) {
+        break;
+      }
+      attn::tensor_view<const float, 3> d_out;
+      attn::tensor_view<float, 3> d_x;
+      attn::tensor_view<float, 2> dw[4];
+      const unsigned want = c.byte();
+      bool placed = a.view(c, {B, Tq, C}, d_out) && (!(want & 1) || a.view(c, {B, Tq, C}, d_x));
+      for (int n = 0; n < 4; ++n)
+        placed = placed && (!(want & (2u << n)) || a.view(c, w[n].extents(), dw[n]));
+      if (!placed) break;
+      const attn::mha_gradients<float> g{
+          .d_x = d_x, .d_w_q = dw[0], .d_w_k = dw[1], .d_w_v = dw[2], .d_w_o = dw[3]};
+      check(
+          a, pol,
+          [&](const auto& p) { attn::multi_head_attention_backward(p, x, m, ws, d_out, g, opt); },
+          [&] {
+            auto dx = dense(x), dd = dense(d_out);
+            auto dw0 = dense(w[0]), dw1 = dense(w[1]), dw2 = dense(w[2]), dw3 = dense(w[3]);
+            const attn::mha_weights<float> dm{.w_q = dw0.view(),
+                                              .w_k = dw1.view(),
+                                              .w_v = dw2.view(),
+                                              .w_o = dw3.view(),
+                                              .heads = H,
+                                              .kv_heads = Hkv};
+            attn::mha_workspace<float> rws;
+            attn::host_tensor<float, 3> ro(out.extents()), rx(d_x.extents());
+            attn::host_tensor<float, 2> rw[4] = {attn::host_tensor<float, 2>(dw[0].extents()),
+                                                 attn::host_tensor<float, 2>(dw[1].extents()),
+                                                 attn::host_tensor<float, 2>(dw[2].extents()),
+                                                 attn::host_tensor<float, 2>(dw[3].extents())};
+            const auto given = [](const auto& view, auto& t) {
+              return view.data() ? t.view() : decltype(t.view()){};
+            };
+            attn::multi_head_attention(attn::reference, dx.view(), dm, ro.view(), opt, rws);
+            const attn::mha_gradients<float> rg{.d_x = given(d_x, rx),
+                                                .d_w_q = given(dw[0], rw[0]),
+                                                .d_w_k = given(dw[1], rw[1]),
+                                                .d_w_v = given(dw[2], rw[2]),
+                                                .d_w_o = given(dw[3], rw[3])};
+            attn::multi_head_attention_backward(attn::reference, dx.view(), dm, rws, dd.view(), rg,
+                                                opt);
+            return ref(rx, rw[0], rw[1], rw[2], rw[3]);
+          },
+          d_x, dw[0], dw[1], dw[2], dw[3]);
       break;
     }
     case 10: {  // softmax_rows_backward, ds in place over dp now and then
@@ -646,7 +709,7 @@ void one_case(choices& c) {
         got->append(pol, kn, vn);
       } catch (const attn::shape_error&) {
         appended = false;
-        if (keys_of(*got) != before || a.data != arena_before)
+        if (!same_bits(keys_of(*got), before) || !same_bits(a.data, arena_before))
           fail("a kv_cache::append that threw shape_error wrote");
       }
       try {
@@ -655,7 +718,7 @@ void one_case(choices& c) {
       } catch (const attn::shape_error&) {
         if (appended) fail("attn::cpu appended what attn::reference rejects");
       }
-      if (keys_of(*got) != keys_of(*want)) fail("the caches differ after append");
+      if (!same_bits(keys_of(*got), keys_of(*want))) fail("the caches differ after append");
       for (index_t b = 0; b < B; ++b)
         if (got->length(b) != want->length(b)) fail("the cache lengths differ after append");
       check(
