@@ -1,9 +1,9 @@
 #pragma once
 /// \file
 /// The list of operations: one argument struct each (defined in attn/ops/), implemented by
-/// every backend as `detail::run(policy, args)`. The CUDA backend's host-side
-/// declarations and ATTN_CUDA_INSTANTIATE are generated from it, so a new operation costs its
-/// ops/ header, one line here, one `run` per backend and its tests.
+/// every backend as `backend<Policy>::run(policy, args)` (called through detail::run). The CUDA
+/// backend's host-side declarations and ATTN_CUDA_INSTANTIATE are generated from it, so a new
+/// operation costs its ops/ header, one line here, one `run` per backend and its tests.
 ///
 /// X is called as X(op, extra...) for each operation, with the extra arguments passed on:
 ///
