@@ -72,9 +72,11 @@ void flash_backward_block(const attention_backward_args<T>& a, index_t b, index_
         if (seen.empty() || seen.end <= j0 || seen.begin >= j0 + nk) continue;
         const auto Qi = Q.middleRows(i0, m);
         const auto dOi = dO.middleRows(i0, m);
+        const key_range common = vis.common(i0, i0 + m);
+        const bool edge = !(common.begin <= j0 && j0 + nk <= common.end);
         S.noalias() = Qi * K.transpose();
         dP.noalias() = dOi * V.transpose();
-        for (index_t r = 0; r < m; ++r) {
+        for (index_t r = 0; r < m; ++r) {  // P in S, dS in dP
           const key_range row = vis.row(i0 + r);
           const index_t lo = std::clamp<index_t>(row.begin - j0, 0, nk);
           const index_t hi = std::max(lo, std::clamp<index_t>(row.end - j0, 0, nk));
@@ -88,6 +90,18 @@ void flash_backward_block(const attention_backward_args<T>& a, index_t b, index_
           S.row(r).tail(nk - hi).setZero();
           dP.row(r).head(lo).setZero();
           dP.row(r).tail(nk - hi).setZero();
+        }
+        if (edge && !(K.allFinite() && Qi.allFinite() && dOi.allFinite())) {
+          // The zeros of hidden pairs would meet a NaN or Inf: visible pairs only.
+          for (index_t r = 0; r < m; ++r) {
+            const key_range row = vis.row(i0 + r);
+            const index_t lo = std::clamp<index_t>(row.begin - j0, 0, nk);
+            const index_t n = std::max(lo, std::clamp<index_t>(row.end - j0, 0, nk)) - lo;
+            dVj.middleRows(lo, n).noalias() += S.row(r).segment(lo, n).transpose() * dOi.row(r);
+            dKj.middleRows(lo, n).noalias() += dP.row(r).segment(lo, n).transpose() * Qi.row(r);
+            dQ.row(i0 + r).noalias() += dP.row(r).segment(lo, n) * K.middleRows(lo, n);
+          }
+          continue;
         }
         dVj.noalias() += S.transpose() * dOi;
         dKj.noalias() += dP.transpose() * Qi;

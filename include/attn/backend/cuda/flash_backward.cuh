@@ -17,9 +17,11 @@
 ///
 /// Every tile sits once in shared memory as fp32 rows of an odd pitch (width + 1), so both a
 /// lane-per-row walk along a row's columns and a lane-per-column walk along a row are free of
-/// bank conflicts. Hidden (query, key) pairs get p = ds = 0 exactly (never 0 x NaN), and keys
-/// past the span a tile sees are zero-filled, never read. This is the straightforward kernel;
-/// the dq kernel recomputes S and dP, so it does 7 products where FlashAttention does 5.
+/// bank conflicts. Hidden (query, key) pairs get p = ds = 0 and, in a tile that some row sees
+/// only in part, are left out of the sums (0 x NaN would be NaN where the gradient does not
+/// depend on the NaN at all); keys past the span a tile sees are zero-filled, never read. This
+/// is the straightforward kernel; the dq kernel recomputes S and dP, so it does 7 products where
+/// FlashAttention does 5.
 
 #include "attn/backend/cuda/common.cuh"
 #include "attn/core/visibility.hpp"
@@ -136,6 +138,7 @@ __global__ void __launch_bounds__(32 * bwd_warps, 1)
       for (int c = 0; c < Chunks; ++c) kd[c] = k_s[jj * pitch + lane + 32 * c];
       ATTN_CUDA_UNROLL
       for (int r = 0; r < bwd_rows; ++r) {
+        if (edge && !vis.visible(q0 + warp * bwd_rows + r, j0 + jj)) continue;  // warp-uniform
         const float ds = my_ds[r * bwd_tile + jj];
         ATTN_CUDA_UNROLL
         for (int c = 0; c < Chunks; ++c) acc[r][c] = fmaf(ds, kd[c], acc[r][c]);
@@ -227,6 +230,7 @@ __global__ void __launch_bounds__(32 * bwd_warps, 1)
         }
         ATTN_CUDA_UNROLL
         for (int r = 0; r < bwd_rows; ++r) {
+          if (edge && !vis.visible(i0 + ii, k0 + warp * bwd_rows + r)) continue;  // warp-uniform
           const float p = my_p[r * bwd_tile + ii], ds = my_ds[r * bwd_tile + ii];
           ATTN_CUDA_UNROLL
           for (int c = 0; c < Chunks; ++c) {

@@ -9,6 +9,9 @@
 //   dP = dO_i V_j^T                (bq, bk)
 //   dS = scale * P * (dP - D_i),   0 where hidden;  D_i = rowsum(dO_i * O_i)
 //   dV_j += P^T dO_i,  dK_j += dS^T Q_i,  dQ_i += dS K_j
+// In a block that some row sees only in part, the products would meet the zeros of hidden pairs
+// with that row's dO and Q (and the hidden keys' K): where any of those holds a NaN or Inf, the
+// block is summed pair by visible pair instead, so a value no gradient depends on reaches none.
 // dK_j and dV_j stay in scratch for the whole inner loop and are written once; dQ accumulates
 // in the item's own buffer. All five products go through one register-blocked tile
 // C[R x NV lanes] (+)= A(r, k) B[k, :]: A read by broadcasts at any strides, B and C rows
@@ -79,6 +82,36 @@ ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t c
     for (index_t c = 0; c < cols; ++c) dst[c * pitch + r] = src[r * rs + c];
 }
 
+/// Whether n contiguous floats are all finite.
+ATTN_SIMD_INLINE bool all_finite(const float* p, index_t n) {
+  float acc = 0;  // x * 0 is 0 for finite x, NaN for NaN and Inf
+  for (index_t i = 0; i < n; ++i) acc += p[i] * 0.0f;
+  return acc == 0;
+}
+
+/// The products of one block pair by visible pair (the slow path of a non-finite edge block):
+/// row r of the m query rows sees the block's keys [lo_r, hi_r).
+ATTN_SIMD_INLINE void visible_products(const flash_backward_head& h, index_t i0, index_t m,
+                                       index_t j0, index_t nk, const float* ps, const float* dss,
+                                       const float* qi, const float* doi, const float* kp,
+                                       float* dkj, float* dvj, float* dqi, index_t Dp,
+                                       index_t Dvp) {
+  constexpr index_t bkb = vec::bk_backward;
+  for (index_t r = 0; r < m; ++r) {
+    const key_range row = h.vis.row(i0 + r);
+    const index_t lo = std::clamp<index_t>(row.begin - j0, 0, nk);
+    const index_t hi = std::max(lo, std::clamp<index_t>(row.end - j0, 0, nk));
+    for (index_t c = lo; c < hi; ++c) {
+      const float p = ps[r * bkb + c], ds = dss[r * bkb + c];
+      for (index_t d = 0; d < Dvp; ++d) dvj[c * Dvp + d] += p * doi[r * Dvp + d];
+      for (index_t d = 0; d < Dp; ++d) {
+        dkj[c * Dp + d] += ds * qi[r * Dp + d];
+        dqi[r * Dp + d] += ds * kp[c * Dp + d];
+      }
+    }
+  }
+}
+
 /// dst[c * cs] = src[c] for c < n.
 ATTN_SIMD_INLINE void write_row(const float* src, index_t n, float* dst, index_t cs) {
   if (cs == 1) {
@@ -140,7 +173,7 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
       const index_t nk = std::min(bkb, j_end - j0), nkp = padded(nk);
       float* dkj = dk + (j0 - j_begin) * Dp;
       float* dvj = dv + (j0 - j_begin) * Dvp;
-      bool packed = false;
+      bool packed = false, k_finite = true;
       for (index_t i0 = 0; i0 < Tq; i0 += bq) {
         const index_t m = std::min(bq, Tq - i0);
         const key_range seen = h.vis.rows(i0, i0 + m);
@@ -150,6 +183,7 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
           pack(h.k + j0 * h.ks, h.ks, nk, D, kt, bkb, true, Dp);
           pack(h.v + j0 * h.vs, h.vs, nk, Dv, vt, bkb, true, Dvp);
           packed = true;
+          k_finite = all_finite(kp, nk * Dp);
         }
         const key_range common = h.vis.common(i0, i0 + m);
         const bool edge = !(common.begin <= j0 && j0 + nk <= common.end);
@@ -179,6 +213,10 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
               vec::store(dsr + c, dsv);
             }
           }
+        }
+        if (edge && !(k_finite && all_finite(qi, m * Dp) && all_finite(doi, m * Dvp))) {
+          visible_products(h, i0, m, j0, nk, ps, dss, qi, doi, kp, dkj, dvj, dq + i0 * Dp, Dp, Dvp);
+          continue;
         }
         gemm(ps, 1, bkb, doi, Dvp, dvj, Dvp, nk, Dvp, m, true);        // dV += P^T dO
         gemm(dss, 1, bkb, qi, Dp, dkj, Dp, nk, Dp, m, true);           // dK += dS^T Q
