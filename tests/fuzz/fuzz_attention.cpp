@@ -204,6 +204,13 @@ std::vector<float> flat(const attn::host_tensor<T, R>& t) {
   return std::vector<float>(t.data(), t.data() + t.size());
 }
 
+/// The reference's counterpart of an optional argument: t's view where the call under test was
+/// given `view`, else an empty one (the argument left out).
+template <class V, class T, int R>
+attn::tensor_view<T, R> given(const V& view, attn::host_tensor<T, R>& t) {
+  return view.data() ? t.view() : attn::tensor_view<T, R>{};
+}
+
 /// Bit for bit the same (a NaN equals itself here, unlike with ==).
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() &&
@@ -348,8 +355,7 @@ void one_case(choices& c) {
             auto dw = dense(w);
             auto db = dense(bias);
             attn::host_tensor<float, 3> ry(y.extents());
-            attn::project(attn::reference, dx.view(), dw.view(), ry.view(),
-                          bias.data() ? db.view() : attn::tensor_view<float, 1>{});
+            attn::project(attn::reference, dx.view(), dw.view(), ry.view(), given(bias, db));
             return ref(ry);
           },
           y);
@@ -426,9 +432,8 @@ void one_case(choices& c) {
             auto cl = dense(lse);
             attn::host_tensor<float, 4> rq(dq.extents()), rk(dk.extents()), rv(dv.extents());
             attn::attention_backward(attn::reference, cq.view(), ck.view(), cv.view(), co.view(),
-                                     cl.view(), cd.view(), dq.data() ? rq.view() : out4{},
-                                     dk.data() ? rk.view() : out4{}, dv.data() ? rv.view() : out4{},
-                                     opt);
+                                     cl.view(), cd.view(), given(dq, rq), given(dk, rk),
+                                     given(dv, rv), opt);
             return ref(rq, rk, rv);
           },
           dq, dk, dv);
@@ -534,9 +539,6 @@ void one_case(choices& c) {
                                                  attn::host_tensor<float, 2>(dw[1].extents()),
                                                  attn::host_tensor<float, 2>(dw[2].extents()),
                                                  attn::host_tensor<float, 2>(dw[3].extents())};
-            const auto given = [](const auto& view, auto& t) {
-              return view.data() ? t.view() : decltype(t.view()){};
-            };
             attn::multi_head_attention(attn::reference, dx.view(), dm, ro.view(), opt, rws);
             const attn::mha_gradients<float> rg{.d_x = given(d_x, rx),
                                                 .d_w_q = given(dw[0], rw[0]),
@@ -583,8 +585,7 @@ void one_case(choices& c) {
             auto cp = dense(p), cv = dense(v), cd = dense(d_o);
             attn::host_tensor<float, 4> rp(dp.extents()), rv(dv.extents());
             attn::weighted_values_backward(attn::reference, cp.view(), cv.view(), cd.view(),
-                                           dp.data() ? rp.view() : out4{},
-                                           dv.data() ? rv.view() : out4{});
+                                           given(dp, rp), given(dv, rv));
             return ref(rp, rv);
           },
           dp, dv);
@@ -605,8 +606,7 @@ void one_case(choices& c) {
             auto cq = dense(q), ck = dense(k), cs = dense(ds);
             attn::host_tensor<float, 4> rq(dq.extents()), rk(dk.extents());
             attn::scaled_scores_backward(attn::reference, cq.view(), ck.view(), cs.view(),
-                                         dq.data() ? rq.view() : out4{},
-                                         dk.data() ? rk.view() : out4{}, opt.scale);
+                                         given(dq, rq), given(dk, rk), opt.scale);
             return ref(rq, rk);
           },
           dq, dk);
@@ -632,10 +632,8 @@ void one_case(choices& c) {
             attn::host_tensor<float, 3> rx(dx.extents());
             attn::host_tensor<float, 2> rw(dw.extents());
             attn::host_tensor<float, 1> rb(db.extents());
-            attn::project_backward(attn::reference, cx.view(), cw.view(), cy.view(),
-                                   dx.data() ? rx.view() : attn::tensor_view<float, 3>{},
-                                   dw.data() ? rw.view() : attn::tensor_view<float, 2>{},
-                                   db.data() ? rb.view() : attn::tensor_view<float, 1>{});
+            attn::project_backward(attn::reference, cx.view(), cw.view(), cy.view(), given(dx, rx),
+                                   given(dw, rw), given(db, rb));
             return ref(rx, rw, rb);
           },
           dx, dw, db);
@@ -672,8 +670,7 @@ void one_case(choices& c) {
             attn::host_tensor<float, 4> ro(o.extents());
             attn::host_tensor<float, 3> rl(lse.extents());
             attn::attention(attn::reference, dq.view(), dk.view(), dv.view(), ro.view(),
-                            lse.data() ? rl.view() : attn::tensor_view<float, 3>{}, opt,
-                            kv_lengths);
+                            given(lse, rl), opt, kv_lengths);
             return ref(ro, rl);
           },
           o, lse);
