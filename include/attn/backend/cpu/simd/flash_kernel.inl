@@ -4,10 +4,11 @@
 //
 // Everything is transposed so that one vector lane is one query and the online softmax needs
 // no horizontal reduction:
-//   qt (D, BQ)   = (Q * scale * log2 e)^T, packed once per work item
+//   qt (D, BQ)   = (Q * scale * log2 e)^T, packed once per query tile
 //   st (BK, BQ)  = K_blk qt: scores in log2 units, then probabilities P^T
 //   ot (Dv, BQ)  = O^T accumulator, rescaled by alpha = 2^(m_old - m_new) per key block
-// with BQ = vec::nq * vec::lanes queries per item. Both products are register-blocked
+// with BQ = vec::nq * vec::lanes queries per tile (a work item has several tiles, which
+// share each chunk of K and V while it is in L2: flash_item). Both products are register-blocked
 // R rows x nq vectors (R <= vec::rk): one broadcast scalar feeds up to nq FMAs.
 //
 // Visibility (attn/core/visibility.hpp) per key block: in a block every row sees entirely (the
@@ -29,27 +30,43 @@ inline constexpr int nq = vec::nq, lanes = vec::lanes;
 inline constexpr index_t bq = index_t(nq) * lanes, bk = vec::bk;
 
 /// Per-item scratch, 64-byte aligned segments of one buffer of flash_scratch_floats(bq, bk, D,
-/// Dv) floats.
+/// Dv, tiles) floats: what the query tiles of an item share, then each tile's state.
 struct flash_scratch {
-  float* qt;     // (D, BQ)
   float* st;     // (BK, BQ)
+  float* alpha;  // (BQ) rescale of the current key block
+  float* lo;     // (BQ) first key of the block each lane sees (block-relative)
+  float* hi;     // (BQ) one past its last
+  float* end;    // (BQ) scratch for the finish
+  float* kv;     // (BK, D + Dv) K and V blocks, packed when their rows are not dense
+  float* tiles;  // flash_tile_floats(bq, D, Dv) per tile
+
+  ATTN_SIMD_INLINE flash_scratch(float* p, index_t D, index_t Dv, index_t n_tiles) {
+    st = p, p += bk * bq;
+    for (float** v : {&alpha, &lo, &hi, &end}) *v = p, p += bq;
+    tiles = p, p += n_tiles * flash_tile_floats(bq, D, Dv);
+    kv = p;
+  }
+};
+
+/// One query tile of an item: queries [i0, i0 + rows) (rows <= BQ), the keys they see, the
+/// first key of the next block to compute, and the tile's running state.
+struct flash_tile {
+  index_t i0, rows;
+  key_range span;
+  index_t next;
+  float* qt;     // (D, BQ)
   float* ot;     // (Dv, BQ) running output, and its compensation
   float* ot_lo;  // (Dv, BQ)
   float* m;      // (BQ) running max, log2 units
   float* l;      // (BQ) running sum, and its compensation
   float* l_lo;   // (BQ)
-  float* alpha;  // (BQ) rescale of the current key block; 1 / sum at the end
-  float* lo;     // (BQ) first key of the block each lane sees (block-relative)
-  float* hi;     // (BQ) one past its last
-  float* end;    // (BQ) scratch for the finish
-  float* kv;     // (BK, D + Dv) K and V blocks, packed when their rows are not dense
 
-  ATTN_SIMD_INLINE flash_scratch(float* p, index_t D, index_t Dv) {
-    float** segments[] = {&qt, &st, &ot, &ot_lo};
-    const index_t sizes[] = {D * bq, bk * bq, Dv * bq, Dv * bq};
-    for (int s = 0; s < 4; ++s) *segments[s] = p, p += sizes[s];
-    for (float** v : {&m, &l, &l_lo, &alpha, &lo, &hi, &end}) *v = p, p += bq;
-    kv = p;
+  /// Places the state at p (flash_tile_floats(bq, D, Dv) floats).
+  ATTN_SIMD_INLINE void place(float* p, index_t D, index_t Dv) {
+    float** segments[] = {&qt, &ot, &ot_lo};
+    const index_t sizes[] = {D * bq, Dv * bq, Dv * bq};
+    for (int s = 0; s < 3; ++s) *segments[s] = p, p += sizes[s];
+    for (float** v : {&m, &l, &l_lo}) *v = p, p += bq;
   }
 };
 
@@ -217,142 +234,118 @@ ATTN_SIMD_INLINE block_view view_block(const flash_head& h, index_t i0, index_t 
   return bv;
 }
 
-/// One work item: queries [i0, i0 + rows) of one (batch, head), rows <= BQ. `cold_kv`: this is
-/// the first item of its head on this thread, so K and V are not in cache yet.
-ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index_t rows,
-                                          bool cold_kv, float* scratch) {
+/// Starts tile t: packs qt, one lanes x lanes transpose at a time (lanes past `rows` hold
+/// zeros and are never written out), and clears its running state.
+ATTN_SIMD_INLINE void tile_start(const flash_head& h, const flash_tile& t) {
   constexpr float inf = __builtin_inff();
-  const index_t D = h.D, Dv = h.Dv;
-  const flash_scratch w(scratch, D, Dv);
-  // Pack qt, one lanes x lanes transpose at a time; lanes past `rows` hold zeros and are
-  // never written out.
+  const index_t D = h.D, Dv = h.Dv, i0 = t.i0, rows = t.rows;
   const reg scale = vec::set1(h.scale_log2);
   for (int n = 0; n < nq; ++n) {
     const index_t first = n * lanes;
     const int valid = int(std::clamp<index_t>(rows - first, 0, lanes));
     for (index_t d0 = 0; d0 < D; d0 += lanes) {
       const int cols = int(std::min<index_t>(lanes, D - d0));
-      reg t[lanes];
+      reg x[lanes];
       ATTN_SIMD_UNROLL
       for (int i = 0; i < lanes; ++i)
-        t[i] = i < valid ? vec::mul(scale, vec::load_n(h.q + (i0 + first + i) * h.qs + d0, cols))
+        x[i] = i < valid ? vec::mul(scale, vec::load_n(h.q + (i0 + first + i) * h.qs + d0, cols))
                          : vec::zero();
-      vec::transpose(t);
+      vec::transpose(x);
       ATTN_SIMD_UNROLL
       for (int c = 0; c < lanes; ++c)
-        if (c < cols) vec::store(w.qt + (d0 + c) * bq + first, t[c]);
+        if (c < cols) vec::store(t.qt + (d0 + c) * bq + first, x[c]);
     }
   }
-  std::fill_n(w.ot, 2 * Dv * bq, 0.0f);  // ot and ot_lo
-  std::fill_n(w.m, bq, -inf);
-  std::fill_n(w.l, 2 * bq, 0.0f);  // l and l_lo
-  // The keys any row of the item sees; blocks outside are never touched.
-  const key_range span = h.vis.rows(i0, i0 + rows);
-  // Rows further apart than D (Dv) floats are packed per block: strides like the 3 * 768 of
-  // a fused QKV buffer map every row to the same few L1 sets.
-  const bool pack_k = h.ks != D, pack_v = h.vs != Dv;
-  // K and V come from L3 or memory, not L2, when they are too long to stay there, or when
-  // this is the first item of their head on this thread (`cold_kv`): then the next block is
-  // prefetched while this one computes (into L1 for a cold head: the first pass over a head
-  // took 1.5x the time of the others, 1.1x with it). Otherwise the prefetches only cost.
-  const bool stream = span.size() * (D + Dv) * index_t(sizeof(float)) > (index_t(1) << 20);
+  std::fill_n(t.ot, 2 * Dv * bq, 0.0f);  // ot and ot_lo
+  std::fill_n(t.m, bq, -inf);
+  std::fill_n(t.l, 2 * bq, 0.0f);  // l and l_lo
+}
 
-  for (index_t j0 = span.begin; j0 < span.end; j0 += bk) {
-    const index_t n_keys = std::min(bk, span.end - j0);
-    const block_view bv = view_block(h, i0, rows, j0, n_keys, w);
-    const float* kb = h.k + j0 * h.ks;
-    const float* vb = h.v + j0 * h.vs;
-    index_t kbs = h.ks, vbs = h.vs;
-    for (index_t j = j0 + bk; (cold_kv || stream) && j < std::min(j0 + 2 * bk, span.end); ++j) {
-      for (index_t d = 0; d < D; d += 16) prefetch(h.k + j * h.ks + d, cold_kv);
-      for (index_t d = 0; d < Dv; d += 16) prefetch(h.v + j * h.vs + d, cold_kv);
+/// The key block [j0, j0 + n_keys) for tile t: scores, online softmax, P V. K and V rows of
+/// the block at kb, vb with row strides kbs, vbs.
+ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index_t j0,
+                                 index_t n_keys, const float* kb, index_t kbs, const float* vb,
+                                 index_t vbs, const flash_scratch& w) {
+  constexpr float inf = __builtin_inff();
+  const index_t Dv = h.Dv;
+  const index_t D = h.D;
+  const block_view bv = view_block(h, t.i0, t.rows, j0, n_keys, w);
+  in_groups(n_keys, [&]<int R>(index_t jj) ATTN_SIMD_LAMBDA {
+    const float* krow[R];
+    ATTN_SIMD_UNROLL
+    for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
+    int n0 = 0;  // vectors that see none of these keys are skipped
+    while (n0 < nq - 1 && bv.lim[n0] <= jj) ++n0;
+    [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
+      ((n0 == N0 ? score_rows<R, N0>(krow, D, t.qt, w.st + jj * bq) : void()), ...);
     }
-    if (pack_k) {
-      for (index_t j = 0; j < n_keys; ++j) std::copy_n(kb + j * h.ks, D, w.kv + j * D);
-      kb = w.kv;
-      kbs = D;
-    }
-    if (pack_v) {
-      for (index_t j = 0; j < n_keys; ++j) std::copy_n(vb + j * h.vs, Dv, w.kv + bk * D + j * Dv);
-      vb = w.kv + bk * D;
-      vbs = Dv;
-    }
+    (std::make_integer_sequence<int, nq>{});
+  });
 
-    in_groups(n_keys, [&]<int R>(index_t jj) ATTN_SIMD_LAMBDA {
-      const float* krow[R];
+  // Online softmax, lane-wise; keys past lim[n] do not exist for vector n, and keys some of
+  // its lanes do not see are -inf in those lanes. All vectors go through each key together:
+  // nq independent chains per step. Once the running maxima settle, alpha is 1 everywhere
+  // and the rescale of ot is skipped.
+  if (bv.edge)
+    for (int n = 0; n < nq; ++n)
+      for (index_t jj = bv.lower ? 0 : bv.full[n]; jj < bv.lim[n]; ++jj) {
+        float* s = w.st + jj * bq + n * lanes;
+        vec::store(s, vec::select(vec::between(float(jj), bv.lo[n], bv.hi[n]), vec::load(s),
+                                  vec::set1(-inf)));
+      }
+  reg mx[nq], m_use[nq], sum[nq];
+  ATTN_SIMD_UNROLL
+  for (int n = 0; n < nq; ++n) mx[n] = vec::load(t.m + n * lanes);
+  by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+    for (index_t jj = begin; jj < end; ++jj) {
       ATTN_SIMD_UNROLL
-      for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
-      int n0 = 0;  // vectors that see none of these keys are skipped
-      while (n0 < nq - 1 && bv.lim[n0] <= jj) ++n0;
-      [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
-        ((n0 == N0 ? score_rows<R, N0>(krow, D, w.qt, w.st + jj * bq) : void()), ...);
-      }
-      (std::make_integer_sequence<int, nq>{});
-    });
-
-    // Online softmax, lane-wise; keys past lim[n] do not exist for vector n, and keys some of
-    // its lanes do not see are -inf in those lanes. All vectors go through each key together:
-    // nq independent chains per step. Once the running maxima settle, alpha is 1 everywhere
-    // and the rescale of ot is skipped.
-    if (bv.edge)
-      for (int n = 0; n < nq; ++n)
-        for (index_t jj = bv.lower ? 0 : bv.full[n]; jj < bv.lim[n]; ++jj) {
-          float* s = w.st + jj * bq + n * lanes;
-          vec::store(s, vec::select(vec::between(float(jj), bv.lo[n], bv.hi[n]), vec::load(s),
-                                    vec::set1(-inf)));
-        }
-    reg mx[nq], m_use[nq], sum[nq];
-    ATTN_SIMD_UNROLL
-    for (int n = 0; n < nq; ++n) mx[n] = vec::load(w.m + n * lanes);
-    by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
-      for (index_t jj = begin; jj < end; ++jj) {
-        ATTN_SIMD_UNROLL
-        for (int n = N0; n < nq; ++n)
-          mx[n] = vec::max(mx[n], vec::load(w.st + jj * bq + n * lanes));
-      }
-    });
-    ATTN_SIMD_UNROLL
-    for (int n = 0; n < nq; ++n) {
-      m_use[n] = vec::replace_neg_inf(mx[n], 0.0f);  // all masked so far
-      sum[n] = vec::zero();
+      for (int n = N0; n < nq; ++n) mx[n] = vec::max(mx[n], vec::load(w.st + jj * bq + n * lanes));
     }
-    by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
-      for (index_t jj = begin; jj < end; ++jj) {
-        ATTN_SIMD_UNROLL
-        for (int n = N0; n < nq; ++n) {
-          float* s = w.st + jj * bq + n * lanes;
-          const reg p = vec::exp2(vec::sub(vec::load(s), m_use[n]));
-          vec::store(s, p);
-          sum[n] = vec::add(sum[n], p);
-        }
-      }
-    });
-    bool rescale = false;
-    ATTN_SIMD_UNROLL
-    for (int n = 0; n < nq; ++n) {
-      const index_t c = n * lanes;
-      const reg alpha = vec::exp2(vec::sub(vec::load(w.m + c), m_use[n]));
-      vec::store(w.alpha + c, alpha);
-      rescale = rescale || !vec::all_equal(alpha, 1.0f);
-      const reg l = vec::mul(alpha, vec::load(w.l + c)),
-                lo = vec::mul(alpha, vec::load(w.l_lo + c));
-      const reg y = vec::sub(sum[n], lo), t = vec::add(l, y);  // compensated l += sum
-      vec::store(w.l_lo + c, vec::sub(vec::sub(t, l), y));
-      vec::store(w.l + c, t);
-      vec::store(w.m + c, mx[n]);
-    }
-    in_groups(Dv, [&]<int R>(index_t dv) ATTN_SIMD_LAMBDA {
-      value_rows<R>(vb + dv, vbs, bv, w.st, rescale ? w.alpha : nullptr, w.ot + dv * bq,
-                    w.ot_lo + dv * bq);
-    });
+  });
+  ATTN_SIMD_UNROLL
+  for (int n = 0; n < nq; ++n) {
+    m_use[n] = vec::replace_neg_inf(mx[n], 0.0f);  // all masked so far
+    sum[n] = vec::zero();
   }
+  by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+    for (index_t jj = begin; jj < end; ++jj) {
+      ATTN_SIMD_UNROLL
+      for (int n = N0; n < nq; ++n) {
+        float* s = w.st + jj * bq + n * lanes;
+        const reg p = vec::exp2(vec::sub(vec::load(s), m_use[n]));
+        vec::store(s, p);
+        sum[n] = vec::add(sum[n], p);
+      }
+    }
+  });
+  bool rescale = false;
+  ATTN_SIMD_UNROLL
+  for (int n = 0; n < nq; ++n) {
+    const index_t c = n * lanes;
+    const reg alpha = vec::exp2(vec::sub(vec::load(t.m + c), m_use[n]));
+    vec::store(w.alpha + c, alpha);
+    rescale = rescale || !vec::all_equal(alpha, 1.0f);
+    const reg l = vec::mul(alpha, vec::load(t.l + c)), lo = vec::mul(alpha, vec::load(t.l_lo + c));
+    const reg y = vec::sub(sum[n], lo), l_new = vec::add(l, y);  // compensated l += sum
+    vec::store(t.l_lo + c, vec::sub(vec::sub(l_new, l), y));
+    vec::store(t.l + c, l_new);
+    vec::store(t.m + c, mx[n]);
+  }
+  in_groups(Dv, [&]<int R>(index_t dv) ATTN_SIMD_LAMBDA {
+    value_rows<R>(vb + dv, vbs, bv, w.st, rescale ? w.alpha : nullptr, t.ot + dv * bq,
+                  t.ot_lo + dv * bq);
+  });
+}
 
-  // The finish of every row (zeros and lse -inf for a row that sees no key), then
-  // O = (ot - ot_lo)^T * scale, transposed back a lanes x lanes block at a time.
+/// Finishes tile t: every row's end (zeros and lse -inf for a row that sees no key), then
+/// O = (ot - ot_lo)^T * scale, transposed back a lanes x lanes block at a time.
+ATTN_SIMD_INLINE void tile_finish(const flash_head& h, const flash_tile& t,
+                                  const flash_scratch& w) {
+  const index_t Dv = h.Dv, i0 = t.i0, rows = t.rows;
   std::fill_n(w.end, bq, 0.0f);
   for (index_t i = 0; i < rows; ++i) {
     const softmax_end<float> end =
-        finish_softmax_log2(!h.vis.row(i0 + i).empty(), w.m[i], w.l[i] - w.l_lo[i]);
+        finish_softmax_log2(!h.vis.row(i0 + i).empty(), t.m[i], t.l[i] - t.l_lo[i]);
     w.end[i] = end.scale;
     if (h.lse != nullptr) h.lse[(i0 + i) * h.lse_s] = end.lse;
   }
@@ -362,26 +355,92 @@ ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index
     const reg inv = vec::load(w.end + first);
     for (index_t dv0 = 0; valid > 0 && dv0 < Dv; dv0 += lanes) {
       const int cols = int(std::min<index_t>(lanes, Dv - dv0));
-      reg t[lanes];
+      reg x[lanes];
       ATTN_SIMD_UNROLL
       for (int c = 0; c < lanes; ++c) {
         const index_t at = (dv0 + c) * bq + first;
-        t[c] = c < cols ? vec::mul(inv, vec::sub(vec::load(w.ot + at), vec::load(w.ot_lo + at)))
+        x[c] = c < cols ? vec::mul(inv, vec::sub(vec::load(t.ot + at), vec::load(t.ot_lo + at)))
                         : vec::zero();
       }
-      vec::transpose(t);
+      vec::transpose(x);
       float* oi = h.o + (i0 + first) * h.os + dv0 * h.o_cs;
       ATTN_SIMD_UNROLL
       for (int i = 0; i < lanes; ++i) {
         if (i >= valid) break;
         if (h.o_cs == 1) {
-          vec::store_n(oi + i * h.os, t[i], cols);
+          vec::store_n(oi + i * h.os, x[i], cols);
         } else {
           alignas(64) float row[lanes];
-          vec::store(row, t[i]);
+          vec::store(row, x[i]);
           for (int c = 0; c < cols; ++c) oi[i * h.os + c * h.o_cs] = row[c];
         }
       }
     }
   }
+}
+
+/// Keys per chunk of an item: K and V rows of about 128 KiB, whole blocks.
+ATTN_SIMD_INLINE index_t chunk_keys(index_t D, index_t Dv) {
+  return std::max(
+      bk, (index_t(128) << 10) / (index_t(sizeof(float)) * std::max<index_t>(1, D + Dv)) / bk * bk);
+}
+
+/// One work item: queries [i0, i0 + rows) of one (batch, head), in query tiles of BQ rows
+/// (rows <= flash_item_tiles(bq, D, Dv) BQ). The tiles go through the keys together, one
+/// chunk of about 128 KiB of K and V rows at a time: the first tile brings the chunk into L2
+/// (prefetching the next block as it goes) and the others find it there, so each K/V row
+/// comes from L3 or memory once per item, not once per tile. Each tile still computes its
+/// own blocks in its own order, so its results do not depend on the grouping. `cold_kv`:
+/// this is the first item of its head on this thread (prefetch into L1, not L2).
+ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index_t rows,
+                                          bool cold_kv, float* scratch) {
+  const index_t D = h.D, Dv = h.Dv, n_tiles = (rows + bq - 1) / bq;
+  const flash_scratch w(scratch, D, Dv, n_tiles);
+  flash_tile tiles[flash_max_tiles];
+  for (index_t t = 0; t < n_tiles; ++t) {
+    flash_tile& tile = tiles[t];
+    tile.place(w.tiles + t * flash_tile_floats(bq, D, Dv), D, Dv);
+    tile.i0 = i0 + t * bq;
+    tile.rows = std::min(bq, i0 + rows - tile.i0);
+    tile.span = h.vis.rows(tile.i0, tile.i0 + tile.rows);  // blocks outside: never touched
+    tile.next = tile.span.begin;
+    tile_start(h, tile);
+  }
+  const key_range span = h.vis.rows(i0, i0 + rows);
+  // Rows further apart than D (Dv) floats are packed per block: strides like the 3 * 768 of
+  // a fused QKV buffer map every row to the same few L1 sets.
+  const bool pack_k = h.ks != D, pack_v = h.vs != Dv;
+  const index_t chunk = chunk_keys(D, Dv);
+  for (index_t c0 = span.begin; c0 < span.end; c0 += chunk) {
+    const index_t c1 = std::min(c0 + chunk, span.end);
+    bool first = true;  // no tile has computed in this chunk yet
+    for (index_t t = 0; t < n_tiles; ++t) {
+      flash_tile& tile = tiles[t];
+      const index_t until = std::min(c1, tile.span.end), before = tile.next;
+      for (; tile.next < until; tile.next += bk) {
+        const index_t j0 = tile.next, n_keys = std::min(bk, tile.span.end - j0);
+        const float* kb = h.k + j0 * h.ks;
+        const float* vb = h.v + j0 * h.vs;
+        index_t kbs = h.ks, vbs = h.vs;
+        for (index_t j = j0 + bk; first && j < std::min(j0 + 2 * bk, span.end); ++j) {
+          for (index_t d = 0; d < D; d += 16) prefetch(h.k + j * h.ks + d, cold_kv);
+          for (index_t d = 0; d < Dv; d += 16) prefetch(h.v + j * h.vs + d, cold_kv);
+        }
+        if (pack_k) {
+          for (index_t j = 0; j < n_keys; ++j) std::copy_n(kb + j * h.ks, D, w.kv + j * D);
+          kb = w.kv;
+          kbs = D;
+        }
+        if (pack_v) {
+          for (index_t j = 0; j < n_keys; ++j)
+            std::copy_n(vb + j * h.vs, Dv, w.kv + bk * D + j * Dv);
+          vb = w.kv + bk * D;
+          vbs = Dv;
+        }
+        tile_block(h, tile, j0, n_keys, kb, kbs, vb, vbs, w);
+      }
+      first = first && tile.next == before;
+    }
+  }
+  for (index_t t = 0; t < n_tiles; ++t) tile_finish(h, tiles[t], w);
 }

@@ -96,10 +96,28 @@ constexpr index_t flash_backward_scratch_floats(index_t lanes, index_t bq, index
          seg(bk * Dp) + seg(Dp * bk) + seg(Dvp * bk) + 2 * seg(bq * bk);
 }
 
-/// Floats of per-thread scratch of the kernel for items of bq queries, key blocks of bk and
-/// head dims D, Dv (the layout is flash_scratch's, in flash_kernel.inl).
-constexpr index_t flash_scratch_floats(index_t bq, index_t bk, index_t D, index_t Dv) {
-  return bq * (D + bk + 2 * Dv + 7) + bk * (D + Dv);
+/// Floats of one query tile's state in the kernel (flash_tile in flash_kernel.inl) for tiles
+/// of bq queries and head dims D, Dv.
+constexpr index_t flash_tile_floats(index_t bq, index_t D, index_t Dv) {
+  return bq * (D + 2 * Dv + 3);
+}
+
+/// Most query tiles in one work item of the kernel.
+inline constexpr index_t flash_max_tiles = 8;
+
+/// Query tiles per work item of the kernel: about 128 queries, their state within 128 KiB
+/// (a quarter of a 512 KiB L2, beside a K/V chunk of the same size), at least one.
+constexpr index_t flash_item_tiles(index_t bq, index_t D, index_t Dv) {
+  const index_t fit =
+      (index_t(128) << 10) / (index_t(sizeof(float)) * flash_tile_floats(bq, D, Dv));
+  return std::clamp<index_t>(std::min(128 / bq, fit), 1, flash_max_tiles);
+}
+
+/// Floats of per-thread scratch of the kernel for query tiles of bq, key blocks of bk, head
+/// dims D, Dv and `tiles` tiles per item (the layout is flash_scratch's, in flash_kernel.inl).
+constexpr index_t flash_scratch_floats(index_t bq, index_t bk, index_t D, index_t Dv,
+                                       index_t tiles) {
+  return bq * (bk + 4) + tiles * flash_tile_floats(bq, D, Dv) + bk * (D + Dv);
 }
 
 /// Probabilities below 2^-100 of the row maximum are flushed to exactly 0: they cannot change
@@ -364,17 +382,18 @@ inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
 #if ATTN_CPU_SIMD
   switch (active_isa()) {
     case isa::avx512:
-      return {avx512::bq,
-              flash_scratch_floats(avx512::bq, avx512::bk, D, Dv),
-              avx512::flash_item,
-              avx512::flash_backward_item,
-              avx512::vec::bq_backward,
-              avx512::vec::bk_backward,
-              avx512::lanes,
-              avx512::flash_decode_item};
+      return {
+          avx512::bq * flash_item_tiles(avx512::bq, D, Dv),
+          flash_scratch_floats(avx512::bq, avx512::bk, D, Dv, flash_item_tiles(avx512::bq, D, Dv)),
+          avx512::flash_item,
+          avx512::flash_backward_item,
+          avx512::vec::bq_backward,
+          avx512::vec::bk_backward,
+          avx512::lanes,
+          avx512::flash_decode_item};
     case isa::avx2:
-      return {avx2::bq,
-              flash_scratch_floats(avx2::bq, avx2::bk, D, Dv),
+      return {avx2::bq * flash_item_tiles(avx2::bq, D, Dv),
+              flash_scratch_floats(avx2::bq, avx2::bk, D, Dv, flash_item_tiles(avx2::bq, D, Dv)),
               avx2::flash_item,
               avx2::flash_backward_item,
               avx2::vec::bq_backward,
