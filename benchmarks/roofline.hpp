@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "attn/core/host_tensor.hpp"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -185,9 +187,11 @@ inline double measure_peak(int threads, int rounds = 5, long iterations = 20'000
 
 /// Bytes per second of `threads` threads reading a buffer of `bytes` (larger than the last-level
 /// cache) once, each its own contiguous part, on the persistent team: the memory roof of a
-/// decode step. The buffer is kept for the process; reading it also evicts everything else.
+/// decode step. The buffer is kept for the process; reading it also evicts everything else. It
+/// is allocated as host tensors are (huge pages where Linux grants them), so the roof is the
+/// best plain read of the memory a KV cache lives in.
 inline double stream_read(int threads, std::size_t bytes = std::size_t(256) << 20) {
-  static std::vector<float> buffer;
+  static std::vector<float, attn::detail::host_allocator<float>> buffer;
   if (buffer.size() * sizeof(float) < bytes) buffer.assign(bytes / sizeof(float), 1.0f);
   const std::size_t n = bytes / sizeof(float), part = n / std::size_t(threads) / 64 * 64;
   std::vector<float> sums(std::size_t(threads), 0.0f);

@@ -2,8 +2,10 @@
 // milliseconds. Built by benchmarks/peers/run.py against a ggml checkout outside this tree
 // (never committed here); not part of the test suite.
 //
-//   ggml_flash B H Hkv Tq Tk D causal threads reps
+//   ggml_flash B H Hkv Tq Tk D causal threads reps [cold]
 //
+// With cold 1 (decode), every call first reads a 256 MiB buffer (outside the timing), as attn's
+// decode benchmark does, so K and V come from memory.
 // Causal masks are aligned bottom-right (query i sees keys j <= i + Tk - Tq), as in attn.
 
 #include <ggml-cpu.h>
@@ -18,14 +20,17 @@
 #include <vector>
 
 int main(int argc, char** argv) {
-  if (argc != 10) {
-    std::fprintf(stderr, "usage: ggml_flash B H Hkv Tq Tk D causal threads reps\n");
+  if (argc != 10 && argc != 11) {
+    std::fprintf(stderr, "usage: ggml_flash B H Hkv Tq Tk D causal threads reps [cold]\n");
     return 2;
   }
   const int B = std::atoi(argv[1]), H = std::atoi(argv[2]), Hkv = std::atoi(argv[3]);
   const int Tq = std::atoi(argv[4]), Tk = std::atoi(argv[5]), D = std::atoi(argv[6]);
   const bool causal = std::atoi(argv[7]) != 0;
   const int threads = std::atoi(argv[8]), reps = std::atoi(argv[9]);
+  const bool cold = argc == 11 && std::atoi(argv[10]) != 0;
+  std::vector<float> flush(cold ? std::size_t(64) << 20 : 0, 1.0f);
+  volatile float sink = 0;
 
   const std::size_t bytes = sizeof(float) * std::size_t(B) *
                                 (std::size_t(H) * Tq * D * 2 + std::size_t(Hkv) * Tk * D * 2) +
@@ -58,6 +63,11 @@ int main(int argc, char** argv) {
 
   std::vector<double> times;
   for (int rep = 0; rep < reps + 2; ++rep) {  // two warm-up calls
+    if (cold) {
+      float sum = 0;
+      for (float x : flush) sum += x;
+      sink = sink + sum;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     ggml_graph_compute_with_ctx(ctx, graph, threads);
     const double ms =

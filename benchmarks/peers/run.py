@@ -15,8 +15,8 @@ round to round. It prints a Markdown table of medians and, per peer, the median 
 per-round time ratio attn / peer (below 1: attn is faster).
 
 Suites: forward (T 256 to 16384, causal and not, 1 and 2 threads), backward (the backward and
-forward + backward at T 1024 and 4096; PyTorch only, ggml has none), decode (one query against
-a long cache).
+forward + backward at T 1024 and 4096; PyTorch only, ggml has none), decode (1 or 4 queries against
+a long cache; every side reads a 256 MiB buffer before each call, so K and V come from memory).
 """
 import argparse
 import json
@@ -100,9 +100,10 @@ def suite(name):
             for Hkv in (12, 4):
                 for Tk in (1024, 4096, 16384, 65536):
                     for Tq in (1, 4):
-                        if B == 8 and Tk == 65536:
-                            continue
-                        out.append(Config("decode", B, 12, Hkv, Tq, Tk, 64, 1, 2))
+                        for threads in (1, 2):
+                            if B == 8 and Tk == 65536:
+                                continue
+                            out.append(Config("decode", B, 12, Hkv, Tq, Tk, 64, 1, threads))
     return out
 
 
@@ -132,7 +133,7 @@ def run_torch(python, c, reps):
 
 def run_ggml(binary, c, reps):
     r = subprocess.run([binary, str(c.B), str(c.H), str(c.Hkv), str(c.Tq), str(c.Tk), str(c.D),
-                        str(c.causal), str(c.threads), str(reps)],
+                        str(c.causal), str(c.threads), str(reps), str(int(c.kind == "decode"))],
                        check=True, capture_output=True, text=True)
     return float(r.stdout.strip())
 

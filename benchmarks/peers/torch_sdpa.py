@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Times PyTorch's CPU scaled_dot_product_attention: forward, backward, forward + backward or a
-decode step, at one shape; prints the median milliseconds. Run by benchmarks/peers/run.py (in a
+decode step, at one shape; prints the median milliseconds. A decode step first reads a 256 MiB
+buffer (outside the timing), as attn's decode benchmark does, so K and V come from memory. Run by benchmarks/peers/run.py (in a
 venv with torch from PyPI); never part of the test suite.
 
     torch_sdpa.py --kind fwd --B 1 --H 12 --Hkv 12 --Tq 1024 --Tk 1024 --D 64 --causal 1 \
@@ -36,6 +37,7 @@ def main():
             q, k, v, is_causal=causal, enable_gqa=gqa)
 
     grad = torch.randn(a.B, a.H, a.Tq, a.D)
+    flush = torch.ones(64 << 20) if a.kind == "decode" else None  # 256 MiB of float
     times = []
     with torch.no_grad() if not needs_grad else torch.enable_grad():
         for rep in range(a.reps + 2):  # two warm-up calls
@@ -44,6 +46,8 @@ def main():
                 t0 = time.perf_counter()
                 out.backward(grad)
             else:
+                if flush is not None:
+                    float(flush.sum())
                 t0 = time.perf_counter()
                 out = forward()
                 if a.kind == "fwd_bwd":

