@@ -150,8 +150,11 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
     if (unit(a.q) && unit(a.k) && unit(a.v) && unit(a.o) && unit(a.d_o))
       kernel = simd_flash_kernel(s.head_dim, s.value_dim);
 
+  // Chunk-major order: with a causal mask the first chunk of every head is the costliest (its
+  // keys are seen by the most queries), so those go first and the cheap ones fill in the tail.
   parallel_for(workers, items, [&](index_t it) {
-    const index_t c = it % n, bh = it / n, b = bh / s.kv_heads, hk = bh % s.kv_heads;
+    const index_t c = it / (items / n), bh = it % (items / n);
+    const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
     const index_t len = kv_length(a, b);
     const key_range keys = backward_chunk(c, n, len);
     const tensor_view<T, 4> dq = part(c);
