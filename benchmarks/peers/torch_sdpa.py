@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Times PyTorch's CPU scaled_dot_product_attention: forward, backward, forward + backward or a
 decode step, at one shape; prints the median milliseconds. A decode step first reads a 256 MiB
-buffer (outside the timing), as attn's decode benchmark does, so K and V come from memory. Run by benchmarks/peers/run.py (in a
-venv with torch from PyPI); never part of the test suite.
+buffer (outside the timing), as attn's decode benchmark does, so K and V come from memory. Run
+by benchmarks/peers/run.py (in a venv with torch from PyPI); never part of the test suite.
 
     torch_sdpa.py --kind fwd --B 1 --H 12 --Hkv 12 --Tq 1024 --Tk 1024 --D 64 --causal 1 \
                   --threads 1 --reps 10

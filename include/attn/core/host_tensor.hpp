@@ -19,8 +19,8 @@ namespace detail {
 /// The allocator of host tensors: 64-byte aligned blocks; a block of 2 MiB or more is aligned
 /// to 2 MiB and offered to Linux as transparent huge pages (`madvise`, a hint the kernel may
 /// ignore). A decode step streams its whole KV cache from memory, and on 4 KiB pages it pays a
-/// TLB miss every 4 KiB and its hardware prefetch stops at every page: a 256 MiB read measured
-/// 8.8 against 7.5 GB/s on one core of a Zen 3 VM, 16.0 against 12.5 GB/s on two.
+/// TLB miss and a page walk every 4 KiB: a plain 256 MiB read measured 8.8 against 7.5 GB/s on
+/// one core of a Zen 3 VM, 16.0 against 12.5 GB/s on two.
 template <class T>
 struct host_allocator {
   using value_type = T;
