@@ -142,8 +142,8 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   // reads about 10 GB/s where it computes about 80 GFLOP/s, so a byte weighs as 8 FLOPs when
   // deciding how many workers a step is worth (by FLOPs alone, Tk 1024 stayed on one core).
   const double bytes = double(decode_chunk) * double(s.head_dim + Dv) * sizeof(float);
-  const double work = std::max(4.0 * double(rows) * double(decode_chunk) * double(s.head_dim),
-                               8.0 * bytes);
+  const double work =
+      std::max(4.0 * double(rows) * double(decode_chunk) * double(s.head_dim), 8.0 * bytes);
   parallel_for(worker_count(policy, items, work), items, [&](index_t it) {
     const index_t c = it % chunks, bh = it / chunks, b = bh / s.kv_heads, hk = bh % s.kv_heads;
     const index_t len = kv_length(a, b);
