@@ -13,48 +13,104 @@
 // blocks are summed on their own and added into the running sums with compensation, as in the
 // forward kernel.
 
+/// Prefetches rows of K or V a few at a time, spread evenly over the calls to step(), so
+/// that a block's fetches overlap all of the work before its use (a burst fills the core's
+/// miss buffers and stalls the arithmetic behind it, then leaves memory idle).
+struct row_fetch {
+  const float* row = nullptr;
+  index_t stride = 0, lines = 0, rows = 0, left = 0, steps = 1, credit = 0;
+  /// `n` rows from `first`, `stride` floats apart, each of `width` floats; over `steps_` steps.
+  ATTN_SIMD_INLINE void start(const float* first, index_t stride_, index_t width, index_t n,
+                              index_t steps_) {
+    row = first, stride = stride_, lines = (width + 15) / 16, rows = left = std::max<index_t>(n, 0);
+    steps = std::max<index_t>(steps_, 1), credit = 0;
+  }
+  ATTN_SIMD_INLINE void step() {
+    for (credit += rows; credit >= steps && left > 0; credit -= steps) {
+      for (index_t x = 0; x < lines; ++x) prefetch(row + 16 * x, false);
+      row += stride, --left;
+    }
+  }
+};
+
+/// o[x] += sum over the n keys j of p[j] V_j[x lanes ...], N whole vectors of each value row,
+/// a fetch step per key.
+template <int N>
+ATTN_SIMD_INLINE void decode_pv(const float* p, index_t n, const float* v, index_t vs, reg (&o)[8],
+                                row_fetch& fetch) {
+  for (index_t j = 0; j < n; ++j) {
+    const reg pj = vec::set1(p[j]);
+    const float* vr = v + j * vs;
+    fetch.step();
+    ATTN_SIMD_UNROLL
+    for (int x = 0; x < N; ++x) o[x] = vec::fmadd(pj, vec::loadu(vr + x * lanes), o[x]);
+  }
+}
+
 /// Writes for row r: o_out[r * o_rs + d] (d < Dv) = the chunk's normalised output, lse_out[r]
 /// its log-sum-exp (-inf and zeros when the row sees none of the chunk's keys).
+///
+/// A block goes through three passes over the rows: every row's scores, then every row's
+/// softmax bookkeeping, then every row's P V. A row's passes form one long dependency chain
+/// (scores, their maximum, exp2, the sums); passes over all rows leave the processor
+/// independent rows to interleave instead of waiting on that chain once per row.
 ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const float* k, index_t ks,
                                                  const float* v, index_t vs, index_t D, index_t Dv,
                                                  const visibility& vis, key_range chunk,
                                                  float scale_log2, float* o_out, index_t o_rs,
                                                  float* lse_out, float* scratch) {
   constexpr index_t block = decode_block;
+  const index_t R = rq.rows, R16 = (R + 15) / 16 * 16;
   const index_t Dp = (D + lanes - 1) / lanes * lanes, Dvp = (Dv + lanes - 1) / lanes * lanes;
   const index_t nvd = Dp / lanes, nvv = Dvp / lanes;
-  // Scratch: q rows (rows, Dp) scaled to log2 units, running output and its compensation
-  // (rows, Dvp) each, m, l, l_lo (rows), and one block of scores (block).
+  // Scratch: q rows (R, Dp) scaled to log2 units, running output and its compensation
+  // (R, Dvp) each; m, l, l_lo, the block's maximum and alpha (R16 each); the block's scores,
+  // then probabilities (R, block); each row's keys of the chunk (2 R16 index_t).
   float* qp = scratch;
-  float* acc = qp + rq.rows * Dp;
-  float* acc_lo = acc + rq.rows * Dvp;
-  float* m = acc_lo + rq.rows * Dvp;
-  float* l = m + (rq.rows + 15) / 16 * 16;
-  float* l_lo = l + (rq.rows + 15) / 16 * 16;
-  float* s = l_lo + (rq.rows + 15) / 16 * 16;
-  for (index_t r = 0; r < rq.rows; ++r) {
+  float* acc = qp + R * Dp;
+  float* acc_lo = acc + R * Dvp;
+  float* m = acc_lo + R * Dvp;
+  float* l = m + R16;
+  float* l_lo = l + R16;
+  float* m_blk = l_lo + R16;
+  float* alpha = m_blk + R16;
+  float* s = alpha + R16;
+  index_t* kb = reinterpret_cast<index_t*>(s + R * block);
+  index_t* ke = kb + R16;
+  for (index_t r = 0; r < R; ++r) {
     const float* src = rq.q + (r / rq.Tq) * rq.q_hs + (r % rq.Tq) * rq.qs;
     for (index_t d = 0; d < Dp; ++d) qp[r * Dp + d] = d < D ? src[d] * scale_log2 : 0.0f;
   }
-  std::fill_n(acc, 2 * rq.rows * Dvp, 0.0f);
-  std::fill_n(m, rq.rows, -__builtin_inff());
-  std::fill_n(l, rq.rows, 0.0f);
-  std::fill_n(l_lo, rq.rows, 0.0f);
+  std::fill_n(acc, 2 * R * Dvp, 0.0f);
+  std::fill_n(m, R16, -__builtin_inff());  // (the padding too: its lanes go through exp2)
+  std::fill_n(l, R, 0.0f);
+  std::fill_n(l_lo, R, 0.0f);
 
-  const auto row_keys = [&](index_t r) {  // the chunk's keys row r sees
+  for (index_t r = 0; r < R; ++r) {  // the chunk's keys row r sees
     const key_range keys = vis.row(r % rq.Tq);
-    return key_range{std::max(keys.begin, chunk.begin), std::min(keys.end, chunk.end)};
-  };
+    kb[r] = std::max(keys.begin, chunk.begin);
+    ke[r] = std::min(keys.end, chunk.end);
+  }
+  row_fetch fetch_v, fetch_k;  // this block's values during the scores, the next keys during P V
   for (index_t j0 = chunk.begin; j0 < chunk.end; j0 += block) {
+    std::fill_n(m_blk, R16, -__builtin_inff());
     const index_t j1 = std::min(j0 + block, chunk.end);
-    for (index_t r = 0; r < rq.rows; ++r) {
-      const key_range keys = row_keys(r);
-      const index_t b0 = std::max(keys.begin, j0), b1 = std::min(keys.end, j1);
+    // While the scores are computed, this block's values are fetched; during P V, the next
+    // block's keys: at most a block of each beside the one in use.
+    fetch_v.start(v + j0 * vs, vs, Dv, j1 - j0, R * ((block + lanes - 1) / lanes));
+    fetch_k.start(k + j1 * ks, ks, D, std::min(j1 + block, chunk.end) - j1,
+                  R * block * ((nvv + 7) / 8));
+    const auto block_keys = [&](index_t r) {  // row r's keys of this block
+      return key_range{std::max(kb[r], j0), std::min(ke[r], j1)};
+    };
+    // Scores, `lanes` keys at a time: lane d of t[kk] holds partial sums of key kk's dot
+    // product; a transpose turns the lanes x lanes partial sums into one vector of scores
+    // (lanes past the row's last key -inf). Row r's start at s + r * block.
+    for (index_t r = 0; r < R; ++r) {
+      const auto [b0, b1] = block_keys(r);
       if (b1 <= b0) continue;
-      // Scores, `lanes` keys at a time: lane d of t[kk] holds partial sums of key kk's dot
-      // product; a transpose turns the lanes x lanes partial sums into one vector of scores
-      // (lanes past the block's last key -inf).
       const float* qr = qp + r * Dp;
+      float* sr = s + r * block;
       reg mx = vec::set1(-__builtin_inff());
       for (index_t jj = b0; jj < b1; jj += lanes) {
         const int n = int(std::min<index_t>(lanes, b1 - jj));
@@ -63,9 +119,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
         ATTN_SIMD_UNROLL
         for (int kk = 0; kk < lanes; ++kk) t[kk] = vec::zero();
         const float* kr = k + jj * ks;
-        // The values of these keys come next: their rows are fetched meanwhile.
-        for (int kk = 0; r == 0 && kk < n; ++kk)
-          for (index_t d = 0; d < Dv; d += 16) prefetch(v + (jj + kk) * vs + d, false);
+        fetch_v.step();
         if (n == lanes && D % lanes == 0) {
           for (index_t dv = 0; dv < nvd; ++dv) {
             const reg qv = vec::load(qr + dv * lanes);
@@ -83,65 +137,72 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
                 t[kk] = vec::fmadd(qv, vec::load_n(kr + kk * ks + dv * lanes, cols), t[kk]);
           }
         }
-        vec::transpose(t);
-        reg sc = t[0];
-        ATTN_SIMD_UNROLL
-        for (int kk = 1; kk < lanes; ++kk) sc = vec::add(sc, t[kk]);
-        sc = vec::first_or(sc, n, -__builtin_inff());
-        vec::store(s + (jj - b0), sc);
+        const reg sc = vec::first_or(vec::transpose_sum(t), n, -__builtin_inff());
+        vec::store(sr + (jj - b0), sc);
         mx = vec::max(mx, sc);
       }
-      alignas(64) float mxs[lanes];
-      vec::store(mxs, mx);
-      float m_block = mxs[0];
-      for (int x = 1; x < lanes; ++x) m_block = std::max(m_block, mxs[x]);
-      const float m_old = m[r], m_new = std::max(m_old, m_block);
-      const float m_use = max_used(m_new);
-      // p = 2^(s - m) (0 in the padding lanes); the block's sum and P V start from zero.
+      m_blk[r] = vec::hmax(mx);
+    }
+    // The softmax: alpha = 2^(m_old - m_new) rescales what came before (0 on a row's first
+    // block), `lanes` rows at a time, m_blk becoming the maximum exponentiated against (0 for
+    // -inf); then p = 2^(s - m) (0 in the padding lanes) and the block's sum, added into l with
+    // compensation.
+    for (index_t r = 0; r < R; r += lanes) {
+      const reg m_old = vec::load(m + r), m_new = vec::max(vec::load(m_blk + r), m_old);
+      const reg m_use = vec::replace_neg_inf(m_new, 0.0f);
+      vec::store(alpha + r, vec::exp2(vec::sub(m_old, m_use)));
+      vec::store(m + r, m_new);
+      vec::store(m_blk + r, m_use);
+    }
+    for (index_t r = 0; r < R; ++r) {
+      const auto [b0, b1] = block_keys(r);
+      if (b1 <= b0) continue;
+      float* sr = s + r * block;
+      const float m_use = m_blk[r];
       reg sum = vec::zero();
       for (index_t jj = b0; jj < b1; jj += lanes) {
-        const reg p = vec::exp2(vec::sub(vec::load(s + (jj - b0)), vec::set1(m_use)));
-        vec::store(s + (jj - b0), p);
+        const reg p = vec::exp2(vec::sub(vec::load(sr + (jj - b0)), vec::set1(m_use)));
+        vec::store(sr + (jj - b0), p);
         sum = vec::add(sum, p);
       }
-      alignas(64) float sums[lanes];
-      vec::store(sums, sum);
-      float block_sum = 0;
-      for (int x = 0; x < lanes; ++x) block_sum += sums[x];
-      const float alpha = std::exp2(m_old - m_use);  // 0 on the first block the row sees
-      m[r] = m_new;
-      {  // compensated l = alpha l + block_sum
-        const float h = alpha * l[r], c = alpha * l_lo[r], y = block_sum - c, t = h + y;
-        l_lo[r] = (t - h) - y;
-        l[r] = t;
-      }
+      const float block_sum = vec::hsum(sum), a = alpha[r];
+      const float h = a * l[r], c = a * l_lo[r], y = block_sum - c, t = h + y;
+      l_lo[r] = (t - h) - y;
+      l[r] = t;
+    }
+    // P V, value row by value row (sequential), into registers of up to 8 vectors at a time;
+    // then added into the running output with compensation.
+    for (index_t r = 0; r < R; ++r) {
+      const auto [b0, b1] = block_keys(r);
+      if (b1 <= b0) continue;
+      const float* sr = s + r * block;
       float* ar = acc + r * Dvp;
       float* ar_lo = acc_lo + r * Dvp;
-      // P V, value row by value row (sequential), into registers of up to 8 vectors at a
-      // time; then added into the running output with compensation.
       for (index_t dv0 = 0; dv0 < nvv; dv0 += 8) {
         const index_t nv = std::min<index_t>(8, nvv - dv0);
         reg o[8];
         ATTN_SIMD_UNROLL
         for (int x = 0; x < 8; ++x) o[x] = vec::zero();
-        const bool whole = Dv % lanes == 0;
-        for (index_t j = b0; j < b1; ++j) {
-          const reg p = vec::set1(s[j - b0]);
-          const float* vr = v + j * vs + dv0 * lanes;
-          // And the next block's keys while these values are summed.
-          if (r == 0 && dv0 == 0 && j + block < chunk.end)
-            for (index_t d = 0; d < D; d += 16) prefetch(k + (j + block) * ks + d, false);
-          ATTN_SIMD_UNROLL
-          for (int x = 0; x < 8; ++x)
-            if (x < nv)
-              o[x] = vec::fmadd(
-                  p,
-                  whole ? vec::loadu(vr + x * lanes)
-                        : vec::load_n(vr + x * lanes,
-                                      int(std::min<index_t>(lanes, Dv - (dv0 + x) * lanes))),
-                  o[x]);
-        }
-        const reg a = vec::set1(alpha);
+        const float* vb = v + b0 * vs + dv0 * lanes;
+        if (Dv % lanes == 0 && nv == 8)
+          decode_pv<8>(sr, b1 - b0, vb, vs, o, fetch_k);
+        else if (Dv % lanes == 0 && nv == 4)
+          decode_pv<4>(sr, b1 - b0, vb, vs, o, fetch_k);
+        else
+          for (index_t j = b0; j < b1; ++j) {
+            const reg p = vec::set1(sr[j - b0]);
+            const float* vr = v + j * vs + dv0 * lanes;
+            fetch_k.step();
+            ATTN_SIMD_UNROLL
+            for (int x = 0; x < 8; ++x)
+              if (x < nv)
+                o[x] =
+                    vec::fmadd(p,
+                               vec::load_n(vr + x * lanes,
+                                           int(std::min<index_t>(lanes, Dv - (dv0 + x) * lanes))),
+                               o[x]);
+          }
+        const reg a = vec::set1(alpha[r]);
         ATTN_SIMD_UNROLL
         for (int x = 0; x < 8; ++x) {
           if (x >= nv) break;
@@ -155,8 +216,8 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       }
     }
   }
-  for (index_t r = 0; r < rq.rows; ++r) {
-    const softmax_end<float> end = finish_softmax_log2(!row_keys(r).empty(), m[r], l[r] - l_lo[r]);
+  for (index_t r = 0; r < R; ++r) {
+    const softmax_end<float> end = finish_softmax_log2(ke[r] > kb[r], m[r], l[r] - l_lo[r]);
     lse_out[r] = end.lse;
     for (index_t d = 0; d < Dv; ++d)
       o_out[r * o_rs + d] = (acc[r * Dvp + d] - acc_lo[r * Dvp + d]) * end.scale;

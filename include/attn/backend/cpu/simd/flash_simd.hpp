@@ -82,7 +82,7 @@ inline constexpr index_t decode_block = 32;
 constexpr index_t flash_decode_scratch_floats(index_t lanes, index_t rows, index_t D, index_t Dv) {
   const auto pad = [&](index_t n) { return (n + lanes - 1) / lanes * lanes; };
   const index_t r16 = (rows + 15) / 16 * 16;
-  return rows * pad(D) + 2 * rows * pad(Dv) + 3 * r16 + decode_block + 64;
+  return rows * pad(D) + 2 * rows * pad(Dv) + 9 * r16 + rows * decode_block + 64;
 }
 
 /// Floats of per-thread scratch of the backward kernel for an item of `keys` keys (see
@@ -226,6 +226,34 @@ struct vec {
       r[4 + c] = _mm256_permute2f128_ps(b[c], b[4 + c], 0x31);
     }
   }
+  /// Lane i <- the sum of r[i]'s lanes, as a tree: neighbours, then pairs, then halves (14
+  /// shuffles and 7 adds, 3 deep, where a transpose and a chain of adds take 24 and 7 deep).
+  ATTN_SIMD_INLINE static reg transpose_sum(const reg (&r)[lanes]) {
+    reg a[4], b[2];
+    ATTN_SIMD_UNROLL
+    for (int i = 0; i < 4; ++i)  // a[i], each half: r[2i]'s pair sums, r[2i+1]'s, interleaved
+      a[i] = add(_mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]),
+                 _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]));
+    ATTN_SIMD_UNROLL
+    for (int i = 0; i < 2; ++i) {  // b[i], each half: the half sums of r[4i .. 4i+3]
+      const __m256d x = _mm256_castps_pd(a[2 * i]), y = _mm256_castps_pd(a[2 * i + 1]);
+      b[i] = add(_mm256_castpd_ps(_mm256_unpacklo_pd(x, y)),
+                 _mm256_castpd_ps(_mm256_unpackhi_pd(x, y)));
+    }
+    return add(_mm256_permute2f128_ps(b[0], b[1], 0x20), _mm256_permute2f128_ps(b[0], b[1], 0x31));
+  }
+  /// The largest lane (NaN lanes as max_ps orders them) and the sum of the lanes, in a fixed
+  /// order: halves, then pairs, then neighbours.
+  ATTN_SIMD_INLINE static float hmax(reg x) {
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_max_ss(a, _mm_movehdup_ps(a)));
+  }
+  ATTN_SIMD_INLINE static float hsum(reg x) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+  }
   static bool all_equal(reg x, float value) {
     return _mm256_movemask_ps(_mm256_cmp_ps(x, set1(value), _CMP_EQ_OQ)) == 0xff;
   }
@@ -331,6 +359,21 @@ struct vec {
       r[12 + c] = _mm512_shuffle_f32x4(e1, e3, 0xdd);
     }
   }
+  /// Lane i <- the sum of r[i]'s lanes: a transpose, then a tree of adds.
+  ATTN_SIMD_INLINE static reg transpose_sum(const reg (&r)[lanes]) {
+    reg t[lanes];
+    ATTN_SIMD_UNROLL
+    for (int i = 0; i < lanes; ++i) t[i] = r[i];
+    transpose(t);
+    ATTN_SIMD_UNROLL
+    for (int w = lanes / 2; w > 0; w /= 2) {
+      ATTN_SIMD_UNROLL
+      for (int i = 0; i < w; ++i) t[i] = add(t[i], t[i + w]);
+    }
+    return t[0];
+  }
+  ATTN_SIMD_INLINE static float hmax(reg x) { return _mm512_reduce_max_ps(x); }
+  ATTN_SIMD_INLINE static float hsum(reg x) { return _mm512_reduce_add_ps(x); }
   static bool all_equal(reg x, float value) {
     return _mm512_cmp_ps_mask(x, set1(value), _CMP_EQ_OQ) == 0xffff;
   }
