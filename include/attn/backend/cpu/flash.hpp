@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -118,7 +119,6 @@ void flash_query_block(const attention_args<T>& a, index_t b, index_t h, index_t
 }
 
 inline constexpr index_t decode_max_queries = 8;  ///< Tq up to this takes the decode kernel
-inline constexpr index_t decode_chunk = 1024;     ///< keys per decode item
 
 /// Split-KV decoding for float (a few queries per head): items are (batch, key head, chunk of
 /// decode_chunk keys), each computing every query row of its group over its keys into a part
@@ -162,6 +162,9 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                s.batch * s.kv_heads, [&](index_t bh) {
                  const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
                  const float* first = base + bh * chunks * per_item;
+                 thread_local std::vector<float> weights;  // a chunk's exp(lse - m)
+                 if (weights.size() < std::size_t(chunks)) weights.resize(std::size_t(chunks));
+                 float* w = weights.data();
                  for (index_t r = 0; r < rows; ++r) {
                    const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
                    float m = -inf;
@@ -170,16 +173,16 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                    float sum = 0;
                    for (index_t c = 0; c < chunks; ++c) {
                      const float lse = first[c * per_item + rows * Dv + r];
-                     sum += lse == -inf ? 0.0f : std::exp(lse - m);
+                     w[c] = lse == -inf ? 0.0f : std::exp(lse - m);
+                     sum += w[c];
                    }
                    // m is -inf only when no chunk saw a key; a NaN in any chunk reaches sum.
                    const softmax_end<float> end = finish_softmax(m != -inf, m, sum);
                    for (index_t d = 0; d < Dv; ++d) {
                      float x = 0;
-                     for (index_t c = 0; c < chunks; ++c) {
-                       const float lse = first[c * per_item + rows * Dv + r];
-                       if (lse != -inf) x += std::exp(lse - m) * first[c * per_item + r * Dv + d];
-                     }
+                     for (index_t c = 0; c < chunks; ++c)
+                       if (first[c * per_item + rows * Dv + r] != -inf)
+                         x += w[c] * first[c * per_item + r * Dv + d];
                      a.o(b, h, i, d) = x * end.scale;
                    }
                    if (a.lse.data() != nullptr) a.lse(b, h, i) = end.lse;

@@ -2,16 +2,18 @@
 // compiled per instruction set by flash_simd.hpp after flash_kernel.inl, whose helpers it uses
 // (no include guard, includes nothing).
 //
-// One work item is one chunk of keys of one (batch, key head) and every query row of its
-// group (G query heads x Tq queries): the chunk's K and V are read from memory once, a block of
-// decode_block keys at a time, and every row works on the block while it is in L1 (32 keys:
-// 8 KiB of K and of V at D 64, measured best against 64 and 128, which let the two streams
-// drift apart). Vector lanes run
-// along the head dimension: a row's scores for 8 (16) keys are 8 (16) dot products, reduced
-// with one register transpose; its output row accumulates p_j V_j with one broadcast per key.
-// Each row sees the keys of attn/core/visibility.hpp only (hidden keys are never read). Key
-// blocks are summed on their own and added into the running sums with compensation, as in the
-// forward kernel.
+// One work item is one chunk of keys (decode_chunk) of one (batch, key head) and every query
+// row of its group (G query heads x Tq queries): the chunk's K and V are read from memory once,
+// a block of decode_block keys at a time, and every row works on the block while it is in L1
+// (32 keys: 8 KiB of K and of V at D 64, measured best against 64 and 128, which let the two
+// streams drift apart). Vector lanes run along the head dimension: a row's scores for 8 (16)
+// keys are 8 (16) dot products, reduced with one transposing tree of adds; its output row
+// accumulates p_j V_j with one broadcast per key. Each row sees the keys of
+// attn/core/visibility.hpp only (hidden keys are never read). Key blocks are summed on their
+// own and added into the running sums plainly: a chunk has at most decode_chunk / decode_block
+// = 32 blocks, so a running sum takes at most 32 additions (relative error within 32 units in
+// the last place, where compensating cost a quarter of the time at 12 rows); chunks are then
+// combined as merge_attention does.
 
 /// Prefetches rows of K or V a few at a time, spread evenly over the calls to step(), so
 /// that a block's fetches overlap all of the work before its use (a burst fills the core's
@@ -63,16 +65,14 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   const index_t R = rq.rows, R16 = (R + 15) / 16 * 16;
   const index_t Dp = (D + lanes - 1) / lanes * lanes, Dvp = (Dv + lanes - 1) / lanes * lanes;
   const index_t nvd = Dp / lanes, nvv = Dvp / lanes;
-  // Scratch: q rows (R, Dp) scaled to log2 units, running output and its compensation
-  // (R, Dvp) each; m, l, l_lo, the block's maximum and alpha (R16 each); the block's scores,
+  // Scratch: q rows (R, Dp) scaled to log2 units, running output (R, Dvp); m, l, the block's
+  // maximum and alpha (R16 each); the block's scores,
   // then probabilities (R, block); each row's keys of the chunk (2 R16 index_t).
   float* qp = scratch;
   float* acc = qp + R * Dp;
-  float* acc_lo = acc + R * Dvp;
-  float* m = acc_lo + R * Dvp;
+  float* m = acc + R * Dvp;
   float* l = m + R16;
-  float* l_lo = l + R16;
-  float* m_blk = l_lo + R16;
+  float* m_blk = l + R16;
   float* alpha = m_blk + R16;
   float* s = alpha + R16;
   index_t* kb = reinterpret_cast<index_t*>(s + R * block);
@@ -81,10 +81,9 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     const float* src = rq.q + (r / rq.Tq) * rq.q_hs + (r % rq.Tq) * rq.qs;
     for (index_t d = 0; d < Dp; ++d) qp[r * Dp + d] = d < D ? src[d] * scale_log2 : 0.0f;
   }
-  std::fill_n(acc, 2 * R * Dvp, 0.0f);
+  std::fill_n(acc, R * Dvp, 0.0f);
   std::fill_n(m, R16, -__builtin_inff());  // (the padding too: its lanes go through exp2)
   std::fill_n(l, R, 0.0f);
-  std::fill_n(l_lo, R, 0.0f);
 
   for (index_t r = 0; r < R; ++r) {  // the chunk's keys row r sees
     const key_range keys = vis.row(r % rq.Tq);
@@ -145,8 +144,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     }
     // The softmax: alpha = 2^(m_old - m_new) rescales what came before (0 on a row's first
     // block), `lanes` rows at a time, m_blk becoming the maximum exponentiated against (0 for
-    // -inf); then p = 2^(s - m) (0 in the padding lanes) and the block's sum, added into l with
-    // compensation.
+    // -inf); then p = 2^(s - m) (0 in the padding lanes) and the block's sum, added into l.
     for (index_t r = 0; r < R; r += lanes) {
       const reg m_old = vec::load(m + r), m_new = vec::max(vec::load(m_blk + r), m_old);
       const reg m_use = vec::replace_neg_inf(m_new, 0.0f);
@@ -166,18 +164,15 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
         sum = vec::add(sum, p);
       }
       const float block_sum = vec::hsum(sum), a = alpha[r];
-      const float h = a * l[r], c = a * l_lo[r], y = block_sum - c, t = h + y;
-      l_lo[r] = (t - h) - y;
-      l[r] = t;
+      l[r] = a * l[r] + block_sum;
     }
     // P V, value row by value row (sequential), into registers of up to 8 vectors at a time;
-    // then added into the running output with compensation.
+    // then added into the running output.
     for (index_t r = 0; r < R; ++r) {
       const auto [b0, b1] = block_keys(r);
       if (b1 <= b0) continue;
       const float* sr = s + r * block;
       float* ar = acc + r * Dvp;
-      float* ar_lo = acc_lo + r * Dvp;
       for (index_t dv0 = 0; dv0 < nvv; dv0 += 8) {
         const index_t nv = std::min<index_t>(8, nvv - dv0);
         reg o[8];
@@ -206,20 +201,15 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
         ATTN_SIMD_UNROLL
         for (int x = 0; x < 8; ++x) {
           if (x >= nv) break;
-          float* hi = ar + (dv0 + x) * lanes;
-          float* lo = ar_lo + (dv0 + x) * lanes;
-          const reg h = vec::mul(a, vec::load(hi)), c = vec::mul(a, vec::load(lo));
-          const reg y = vec::sub(o[x], c), t = vec::add(h, y);
-          vec::store(lo, vec::sub(vec::sub(t, h), y));
-          vec::store(hi, t);
+          float* out = ar + (dv0 + x) * lanes;
+          vec::store(out, vec::fmadd(a, vec::load(out), o[x]));
         }
       }
     }
   }
   for (index_t r = 0; r < R; ++r) {
-    const softmax_end<float> end = finish_softmax_log2(ke[r] > kb[r], m[r], l[r] - l_lo[r]);
+    const softmax_end<float> end = finish_softmax_log2(ke[r] > kb[r], m[r], l[r]);
     lse_out[r] = end.lse;
-    for (index_t d = 0; d < Dv; ++d)
-      o_out[r * o_rs + d] = (acc[r * Dvp + d] - acc_lo[r * Dvp + d]) * end.scale;
+    for (index_t d = 0; d < Dv; ++d) o_out[r * o_rs + d] = acc[r * Dvp + d] * end.scale;
   }
 }

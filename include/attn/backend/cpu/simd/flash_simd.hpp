@@ -75,14 +75,14 @@ struct decode_rows {
   index_t Tq, rows;
 };
 
-/// Keys per block of the decode kernel.
-inline constexpr index_t decode_block = 32;
+/// Keys per block of the decode kernel, and per work item (a chunk of a split-KV decode).
+inline constexpr index_t decode_block = 32, decode_chunk = 1024;
 
 /// Floats of per-thread scratch of the decode kernel for `rows` rows.
 constexpr index_t flash_decode_scratch_floats(index_t lanes, index_t rows, index_t D, index_t Dv) {
   const auto pad = [&](index_t n) { return (n + lanes - 1) / lanes * lanes; };
   const index_t r16 = (rows + 15) / 16 * 16;
-  return rows * pad(D) + 2 * rows * pad(Dv) + 9 * r16 + rows * decode_block + 64;
+  return rows * pad(D) + rows * pad(Dv) + 8 * r16 + rows * decode_block + 64;
 }
 
 /// Floats of per-thread scratch of the backward kernel for an item of `keys` keys (see
