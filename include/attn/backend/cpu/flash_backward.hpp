@@ -131,14 +131,21 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
   }
   const index_t n = backward_chunks(s), G = s.group();
   const index_t items = s.batch * s.kv_heads * n;
-  // dQ: written directly when a head's keys are one chunk, else one contiguous part per chunk.
-  std::vector<T> parts;
+  // dQ: written directly when a head's keys are one chunk, else one contiguous part per chunk,
+  // in a buffer of the calling thread that grows and is kept (a fresh one each call cost page
+  // faults and a serial zero fill). Nothing stale is read: an item with keys writes every row
+  // of its group in its part (both the kernel and the Eigen item), and the sum below skips
+  // the chunks without keys.
+  // (The workers reach it through `parts`, a plain pointer: the name of a thread_local
+  // variable means each thread's own.)
+  thread_local std::vector<T> buffer;
   const bool split = n > 1 && !a.dq.empty();
-  if (split) parts.resize(std::size_t(n * s.batch * s.heads * s.q_len * s.head_dim));
+  const index_t per_part = s.batch * s.heads * s.q_len * s.head_dim;
+  if (split && buffer.size() < std::size_t(n * per_part)) buffer.resize(std::size_t(n * per_part));
+  T* const parts = buffer.data();
   const auto part = [&](index_t c) {
     if (!split) return a.dq;
-    return tensor_view<T, 4>{parts.data() + c * s.batch * s.heads * s.q_len * s.head_dim,
-                             {s.batch, s.heads, s.q_len, s.head_dim}};
+    return tensor_view<T, 4>{parts + c * per_part, {s.batch, s.heads, s.q_len, s.head_dim}};
   };
   const double flops = 2.5 * 4.0 * double(s.q_len) * double(s.kv_len) * double(G) *
                        double(s.head_dim) / double(n) / (a.mask.causal ? 2 : 1);
@@ -227,7 +234,6 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
               for (index_t d = 0; d < s.head_dim; ++d) a.dq(b, h, i, d) = T(0);
     return;
   }
-  const index_t per_part = s.batch * s.heads * s.q_len * s.head_dim;
   parallel_for(worker_count(policy, s.batch * s.heads, double(n * s.q_len * s.head_dim)),
                s.batch * s.heads, [&](index_t bh) {
                  const index_t b = bh / s.heads, h = bh % s.heads;
