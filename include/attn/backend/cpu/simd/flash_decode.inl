@@ -66,8 +66,8 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   const index_t Dp = (D + lanes - 1) / lanes * lanes, Dvp = (Dv + lanes - 1) / lanes * lanes;
   const index_t nvd = Dp / lanes, nvv = Dvp / lanes;
   // Scratch: q rows (R, Dp) scaled to log2 units, running output (R, Dvp); m, l, the block's
-  // maximum and alpha (R16 each); the block's scores,
-  // then probabilities (R, block); each row's keys of the chunk (2 R16 index_t).
+  // maximum and alpha (R16 each); the block's scores, then probabilities (R, block); each
+  // row's keys of the chunk (2 R16 index_t).
   float* qp = scratch;
   float* acc = qp + R * Dp;
   float* m = acc + R * Dvp;
@@ -103,7 +103,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       return key_range{std::max(kb[r], j0), std::min(ke[r], j1)};
     };
     // Scores, `lanes` keys at a time: lane d of t[kk] holds partial sums of key kk's dot
-    // product; a transpose turns the lanes x lanes partial sums into one vector of scores
+    // product; a transposing sum turns the lanes x lanes partial sums into one vector of scores
     // (lanes past the row's last key -inf). Row r's start at s + r * block.
     for (index_t r = 0; r < R; ++r) {
       const auto [b0, b1] = block_keys(r);
