@@ -131,9 +131,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   const index_t G = s.group(), rows = G * s.q_len, Dv = s.value_dim;
   const index_t chunks = std::max<index_t>(1, (s.kv_len + decode_chunk - 1) / decode_chunk);
   const index_t items = s.batch * s.kv_heads * chunks, per_item = rows * (Dv + 1);
-  thread_local std::vector<float> parts;
-  if (parts.size() < std::size_t(items * per_item)) parts.resize(std::size_t(items * per_item));
-  float* base = parts.data();
+  float* base = thread_scratch<float, struct decode_parts>(std::size_t(items * per_item));
   const float scale_log2 = float(a.scale * 1.4426950408889634);
   const auto at = [](const auto& t, index_t i0, index_t i1) {
     return t.empty() ? t.data() : t.data() + i0 * t.stride(0) + i1 * t.stride(1);
@@ -162,9 +160,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                s.batch * s.kv_heads, [&](index_t bh) {
                  const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
                  const float* first = base + bh * chunks * per_item;
-                 thread_local std::vector<float> weights;  // a chunk's exp(lse - m)
-                 if (weights.size() < std::size_t(chunks)) weights.resize(std::size_t(chunks));
-                 float* w = weights.data();
+                 float* w = thread_scratch<float>(std::size_t(chunks));  // exp(lse - m)
                  for (index_t r = 0; r < rows; ++r) {
                    const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
                    float m = -inf;

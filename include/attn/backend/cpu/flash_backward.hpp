@@ -136,13 +136,10 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
   // faults and a serial zero fill). Nothing stale is read: an item with keys writes every row
   // of its group in its part (both the kernel and the Eigen item), and the sum below skips
   // the chunks without keys.
-  // (The workers reach it through `parts`, a plain pointer: the name of a thread_local
-  // variable means each thread's own.)
-  thread_local std::vector<T> buffer;
+  // (The workers reach it through `parts`, a plain pointer: each thread has its own.)
   const bool split = n > 1 && !a.dq.empty();
   const index_t per_part = s.batch * s.heads * s.q_len * s.head_dim;
-  if (split && buffer.size() < std::size_t(n * per_part)) buffer.resize(std::size_t(n * per_part));
-  T* const parts = buffer.data();
+  T* const parts = split ? thread_scratch<T, struct dq_parts>(std::size_t(n * per_part)) : nullptr;
   const auto part = [&](index_t c) {
     if (!split) return a.dq;
     return tensor_view<T, 4>{parts + c * per_part, {s.batch, s.heads, s.q_len, s.head_dim}};

@@ -23,8 +23,10 @@
 
 namespace attn::cpu_detail {
 
-/// A per-thread, 64-byte aligned buffer of at least n elements of T, reused across calls.
-template <class T>
+/// A per-thread, 64-byte aligned buffer of at least n elements of T, reused across calls
+/// (grown, never shrunk, not zeroed). `Use` (any tag type) keeps apart buffers that are live at
+/// the same time on one thread, such as a call's output parts and its items' scratch.
+template <class T, class Use = void>
 T* thread_scratch(std::size_t n) {
   thread_local std::vector<T> buffer;
   if (buffer.size() < n + 64 / sizeof(T)) buffer.resize(n + 64 / sizeof(T));
