@@ -70,10 +70,14 @@ ATTN_SIMD_INLINE index_t padded(index_t n) { return (n + lanes - 1) / lanes * la
 /// `pitch` floats, zeros in columns [cols, pitch); with `transpose`, dst[c * pitch + r].
 ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t cols, float* dst,
                            index_t pitch, bool transpose, index_t transposed_rows = 0) {
-  if (!transpose) {
+  if (!transpose) {  // pitch is whole vectors here
     for (index_t r = 0; r < rows; ++r) {
-      std::copy_n(src + r * rs, cols, dst + r * pitch);
-      std::fill(dst + r * pitch + cols, dst + (r + 1) * pitch, 0.0f);
+      const float* from = src + r * rs;
+      float* to = dst + r * pitch;
+      index_t c = 0;
+      for (; c + lanes <= cols; c += lanes) vec::store(to + c, vec::loadu(from + c));
+      for (; c < pitch; c += lanes)
+        vec::store(to + c, c < cols ? vec::load_n(from + c, int(cols - c)) : vec::zero());
     }
     return;
   }
@@ -82,11 +86,22 @@ ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t c
     for (index_t c = 0; c < cols; ++c) dst[c * pitch + r] = src[r * rs + c];
 }
 
-/// Whether n contiguous floats are all finite.
+/// Whether n contiguous floats are all finite (x * 0 is 0 for finite x, NaN for NaN and Inf).
 ATTN_SIMD_INLINE bool all_finite(const float* p, index_t n) {
-  float acc = 0;  // x * 0 is 0 for finite x, NaN for NaN and Inf
-  for (index_t i = 0; i < n; ++i) acc += p[i] * 0.0f;
-  return acc == 0;
+  reg acc = vec::zero();
+  index_t i = 0;
+  for (; i + lanes <= n; i += lanes) acc = vec::add(acc, vec::mul(vec::loadu(p + i), vec::zero()));
+  if (i < n) acc = vec::add(acc, vec::mul(vec::load_n(p + i, int(n - i)), vec::zero()));
+  return vec::all_equal(acc, 0.0f);
+}
+
+/// sum_d a[d] b[d] over n contiguous floats, in one fixed order.
+ATTN_SIMD_INLINE float dot(const float* a, const float* b, index_t n) {
+  reg acc = vec::zero();
+  index_t i = 0;
+  for (; i + lanes <= n; i += lanes) acc = vec::fmadd(vec::loadu(a + i), vec::loadu(b + i), acc);
+  if (i < n) acc = vec::fmadd(vec::load_n(a + i, int(n - i)), vec::load_n(b + i, int(n - i)), acc);
+  return vec::hsum(acc);
 }
 
 /// The products of one block pair by visible pair (the slow path of a non-finite edge block):
@@ -144,6 +159,7 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
   float* dq = take(Tq * Dp);
   float* drow = take(Tq);
   float* lse2 = take(Tq);
+  float* q_finite = take((Tq + bq - 1) / bq);  // 1 where a query block's Q and dO are finite
   float* dk = take(keys * Dp);
   float* dv = take(keys * Dvp);
   float* kp = take(bkb * Dp);
@@ -164,10 +180,12 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
     pack(d_o, h.d_os, Tq, Dv, dop, Dvp, false);
     std::fill_n(dq, Tq * Dp, 0.0f);
     for (index_t i = 0; i < Tq; ++i) {
-      float acc = 0;
-      for (index_t d = 0; d < Dv; ++d) acc += d_o[i * h.d_os + d] * o[i * h.os + d];
-      drow[i] = acc;
+      drow[i] = dot(d_o + i * h.d_os, o + i * h.os, Dv);
       lse2[i] = lse[i * h.lse_s] * log2e;
+    }
+    for (index_t i0 = 0; i0 < Tq; i0 += bq) {
+      const index_t m = std::min(bq, Tq - i0);
+      q_finite[i0 / bq] = all_finite(qp + i0 * Dp, m * Dp) && all_finite(dop + i0 * Dvp, m * Dvp);
     }
     for (index_t j0 = j_begin; j0 < j_end; j0 += bkb) {
       const index_t nk = std::min(bkb, j_end - j0), nkp = padded(nk);
@@ -214,7 +232,7 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
             }
           }
         }
-        if (edge && !(k_finite && all_finite(qi, m * Dp) && all_finite(doi, m * Dvp))) {
+        if (edge && !(k_finite && q_finite[i0 / bq] != 0)) {
           visible_products(h, i0, m, j0, nk, ps, dss, qi, doi, kp, dkj, dvj, dq + i0 * Dp, Dp, Dvp);
           continue;
         }

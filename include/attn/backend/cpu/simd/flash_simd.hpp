@@ -92,8 +92,8 @@ constexpr index_t flash_backward_scratch_floats(index_t lanes, index_t bq, index
   const auto pad = [&](index_t n) { return (n + lanes - 1) / lanes * lanes; };
   const auto seg = [](index_t n) { return (n + 15) / 16 * 16; };
   const index_t Dp = pad(D), Dvp = pad(Dv);
-  return 2 * seg(Tq * Dp) + seg(Tq * Dvp) + 2 * seg(Tq) + seg(keys * Dp) + seg(keys * Dvp) +
-         seg(bk * Dp) + seg(Dp * bk) + seg(Dvp * bk) + 2 * seg(bq * bk);
+  return 2 * seg(Tq * Dp) + seg(Tq * Dvp) + 2 * seg(Tq) + seg((Tq + bq - 1) / bq) + seg(keys * Dp) +
+         seg(keys * Dvp) + seg(bk * Dp) + seg(Dp * bk) + seg(Dvp * bk) + 2 * seg(bq * bk);
 }
 
 /// Floats of one query tile's state in the kernel (flash_tile in flash_kernel.inl) for tiles
