@@ -67,7 +67,8 @@ ATTN_SIMD_INLINE void gemm(const float* a, index_t ars, index_t acs, const float
 ATTN_SIMD_INLINE index_t padded(index_t n) { return (n + lanes - 1) / lanes * lanes; }
 
 /// Copies rows [0, rows) x [0, cols) of a (row stride rs, unit columns) into dst rows of
-/// `pitch` floats, zeros in columns [cols, pitch); with `transpose`, dst[c * pitch + r].
+/// `pitch` floats, zeros in columns [cols, pitch); with `transpose`, dst[c * pitch + r] for
+/// transposed_rows rows of pitch, zeros past a's rows and columns.
 ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t cols, float* dst,
                            index_t pitch, bool transpose, index_t transposed_rows = 0) {
   if (!transpose) {  // pitch is whole vectors here
@@ -81,9 +82,20 @@ ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t c
     }
     return;
   }
-  for (index_t c = 0; c < transposed_rows; ++c) std::fill_n(dst + c * pitch, pitch, 0.0f);
-  for (index_t r = 0; r < rows; ++r)
-    for (index_t c = 0; c < cols; ++c) dst[c * pitch + r] = src[r * rs + c];
+  // Transposed (pitch and transposed_rows are whole vectors here): square tiles of lanes,
+  // through registers; the rows past `rows` and the columns past `cols` read as zeros.
+  for (index_t r0 = 0; r0 < pitch; r0 += lanes)
+    for (index_t c0 = 0; c0 < transposed_rows; c0 += lanes) {
+      const int width = int(std::clamp<index_t>(cols - c0, 0, lanes));
+      reg t[lanes];
+      ATTN_SIMD_UNROLL
+      for (int l = 0; l < lanes; ++l)
+        t[l] =
+            r0 + l < rows && width > 0 ? vec::load_n(src + (r0 + l) * rs + c0, width) : vec::zero();
+      vec::transpose(t);
+      ATTN_SIMD_UNROLL
+      for (int l = 0; l < lanes; ++l) vec::store(dst + (c0 + l) * pitch + r0, t[l]);
+    }
 }
 
 /// Whether n contiguous floats are all finite (x * 0 is 0 for finite x, NaN for NaN and Inf).
