@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -24,15 +23,13 @@
 
 namespace attn::cpu_detail {
 
-inline constexpr index_t backward_block = 64;      ///< keys per chunk step (every backward path)
-inline constexpr index_t max_backward_chunks = 8;  ///< key chunks per (batch, key head), at most
+inline constexpr index_t backward_block = 64;  ///< keys per chunk step (every backward path)
 
-/// Key chunks per (batch, key head): about 24 items in all, whole key blocks.
+/// Key chunks per (batch, key head): about 24 items in all, at most 8 chunks, whole key blocks.
 inline index_t backward_chunks(const attention_shape& s) {
   const index_t blocks = (s.kv_len + backward_block - 1) / backward_block;
   const index_t heads = std::max<index_t>(1, s.batch * s.kv_heads);
-  return std::clamp<index_t>((24 + heads - 1) / heads, 1,
-                             std::clamp<index_t>(blocks, 1, max_backward_chunks));
+  return std::clamp<index_t>((24 + heads - 1) / heads, 1, std::clamp<index_t>(blocks, 1, 8));
 }
 
 /// Keys [begin, end) of chunk c of n over `keys` keys, in whole blocks.
@@ -234,32 +231,25 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
               for (index_t d = 0; d < s.head_dim; ++d) a.dq(b, h, i, d) = T(0);
     return;
   }
-  // The parts of each head added in chunk order, a row at a time (the same sum, 0 + part 0 +
-  // part 1 + ..., for every thread count).
+  // The parts of each head added in chunk order (the chunks with keys; the same sum for every
+  // thread count).
   parallel_for(worker_count(policy, s.batch * s.heads, double(n * s.q_len * s.head_dim)),
                s.batch * s.heads, [&](index_t bh) {
-                 const index_t b = bh / s.heads, h = bh % s.heads, D = s.head_dim;
-                 const index_t len = kv_length(a, b);
-                 const T* used[max_backward_chunks];  // the parts of the chunks with keys
-                 int count = 0;
-                 for (index_t c = 0; c < n; ++c)
-                   if (!backward_chunk(c, n, len).empty())
-                     used[count++] = parts + c * per_part + bh * s.q_len * D;
-                 const index_t cs = a.dq.stride(3);
-                 for (index_t i = 0; i < s.q_len; ++i) {
-                   T* out =
-                       a.dq.data() + b * a.dq.stride(0) + h * a.dq.stride(1) + i * a.dq.stride(2);
-                   const auto add = [&](auto unit) {
-                     const index_t step = unit ? 1 : cs;
-                     for (index_t d = 0; d < D; ++d) out[d * step] = T(0);
-                     for (int u = 0; u < count; ++u)
-                       for (index_t d = 0; d < D; ++d) out[d * step] += used[u][i * D + d];
-                   };
-                   if (cs == 1)
-                     add(std::true_type{});
-                   else
-                     add(std::false_type{});
-                 }
+                 const index_t b = bh / s.heads, h = bh % s.heads, len = kv_length(a, b);
+                 write(rows_of(a.dq, b, h, 0, s.q_len), [&](auto out) {
+                   bool first = true;
+                   for (index_t c = 0; c < n; ++c) {
+                     if (backward_chunk(c, n, len).empty()) continue;
+                     const Eigen::Map<const matrix<T>> p(
+                         parts + c * per_part + bh * s.q_len * s.head_dim, s.q_len, s.head_dim);
+                     if (first)
+                       out = p;
+                     else
+                       out += p;
+                     first = false;
+                   }
+                   if (first) out.setZero();
+                 });
                });
 }
 
