@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// The roof every benchmark figure is read against: the machine's fp32 FMA throughput,
-/// measured in the same run with the widest vector unit the CPU has (AVX-512, else AVX2+FMA,
-/// else scalar), on 1 or n threads at once.
+/// measured in the same run with the vector unit the CPU backend's kernels use (the widest the
+/// CPU has, AVX-512, else AVX2+FMA, else scalar, lowered by ATTN_CPU_ISA as the kernels are),
+/// on 1 or n threads at once.
 
 #include <algorithm>
 #include <barrier>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "attn/backend/cpu/simd/isa.hpp"
 #include "attn/core/host_tensor.hpp"
 
 #if defined(__x86_64__)
@@ -91,8 +93,8 @@ inline float stream_sum(const float* p, std::size_t n) {
 
 inline double fma_loop(long iters, float* sink) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return fma_avx512(iters, sink);
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return fma_avx2(iters, sink);
+  if (cpu_detail::active_isa() == cpu_detail::isa::avx512) return fma_avx512(iters, sink);
+  if (cpu_detail::active_isa() == cpu_detail::isa::avx2) return fma_avx2(iters, sink);
 #endif
   float acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = 1e-3f * float(i);
@@ -105,11 +107,14 @@ inline double fma_loop(long iters, float* sink) {
 }
 
 inline const char* isa_name() {
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
-#endif
-  return "scalar";
+  switch (cpu_detail::active_isa()) {
+    case cpu_detail::isa::avx512:
+      return "avx512";
+    case cpu_detail::isa::avx2:
+      return "avx2";
+    default:
+      return "scalar";
+  }
 }
 
 }  // namespace detail
