@@ -187,7 +187,8 @@ def main():
 
     names = [s for s, _ in sides]
     head = "| configuration | " + " | ".join("%s ms" % n for n in names)
-    head += " | attn GFLOP/s" + "".join(" | attn / %s (range)" % n for n in names[1:]) + " |"
+    rate_name = "attn K+V read" if a.suite == "decode" else "attn GFLOP/s"
+    head += " | " + rate_name + "".join(" | attn / %s (range)" % n for n in names[1:]) + " |"
     print(head)
     print("|" + "---|" * (len(names) * 2 + 1))
     for c in configs:

@@ -157,13 +157,13 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
   constexpr float log2e = 1.4426950408889634f;
   const index_t D = h.D, Dv = h.Dv, Dp = padded(D), Dvp = padded(Dv), Tq = h.vis.q_len;
   const index_t keys = j_end - j_begin;
-  // Scratch: Q (Tq, Dp), dO (Tq, Dvp), dQ (Tq, Dp), D and lse (Tq) of the current query head;
-  // dK (keys, Dp), dV (keys, Dvp) of the item; per key block K (bk, Dp), K^T (Dp, bk),
-  // V^T (Dvp, bk); per step P and dS (bq, bk).
+  // Scratch: Q (Tq, Dp), dO (Tq, Dvp), dQ (Tq, Dp), D and lse (Tq), a flag per query block of
+  // the current query head; dK (keys, Dp), dV (keys, Dvp) of the item; per key block K (bk, Dp),
+  // K^T (Dp, bk), V^T (Dvp, bk); per step P and dS (bq, bk).
   float* next = scratch;
   const auto take = [&](index_t n) {
     float* p = next;
-    next += (n + 15) / 16 * 16;
+    next += backward_segment(n);
     return p;
   };
   float* qp = take(Tq * Dp);

@@ -85,12 +85,16 @@ constexpr index_t flash_decode_scratch_floats(index_t lanes, index_t rows, index
   return rows * pad(D) + rows * pad(Dv) + 8 * r16 + rows * decode_block + 64;
 }
 
+/// Floats that a buffer of n floats takes in the backward kernel's scratch: whole 64-byte lines,
+/// so that every buffer starts on one.
+constexpr index_t backward_segment(index_t n) { return (n + 15) / 16 * 16; }
+
 /// Floats of per-thread scratch of the backward kernel for an item of `keys` keys (see
 /// flash_backward_item in flash_backward.inl).
 constexpr index_t flash_backward_scratch_floats(index_t lanes, index_t bq, index_t bk, index_t Tq,
                                                 index_t keys, index_t D, index_t Dv) {
   const auto pad = [&](index_t n) { return (n + lanes - 1) / lanes * lanes; };
-  const auto seg = [](index_t n) { return (n + 15) / 16 * 16; };
+  const auto seg = backward_segment;
   const index_t Dp = pad(D), Dvp = pad(Dv);
   return 2 * seg(Tq * Dp) + seg(Tq * Dvp) + 2 * seg(Tq) + seg((Tq + bq - 1) / bq) + seg(keys * Dp) +
          seg(keys * Dvp) + seg(bk * Dp) + seg(Dp * bk) + seg(Dvp * bk) + 2 * seg(bq * bk);
