@@ -86,13 +86,9 @@ ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t c
   // through registers; the rows past `rows` and the columns past `cols` read as zeros.
   for (index_t r0 = 0; r0 < pitch; r0 += lanes)
     for (index_t c0 = 0; c0 < transposed_rows; c0 += lanes) {
-      const int width = int(std::clamp<index_t>(cols - c0, 0, lanes));
       reg t[lanes];
-      ATTN_SIMD_UNROLL
-      for (int l = 0; l < lanes; ++l)
-        t[l] =
-            r0 + l < rows && width > 0 ? vec::load_n(src + (r0 + l) * rs + c0, width) : vec::zero();
-      vec::transpose(t);
+      load_transposed(src + r0 * rs + c0, rs, int(std::clamp<index_t>(rows - r0, 0, lanes)),
+                      int(std::clamp<index_t>(cols - c0, 0, lanes)), vec::set1(1.0f), t);
       ATTN_SIMD_UNROLL
       for (int l = 0; l < lanes; ++l) vec::store(dst + (c0 + l) * pitch + r0, t[l]);
     }

@@ -234,6 +234,16 @@ ATTN_SIMD_INLINE block_view view_block(const flash_head& h, index_t i0, index_t 
   return bv;
 }
 
+/// x[c] <- column c of the lanes x lanes tile at `src` (row stride rs), its rows times `scale`:
+/// rows past `valid` and columns past `cols` read as zeros.
+ATTN_SIMD_INLINE void load_transposed(const float* src, index_t rs, int valid, int cols, reg scale,
+                                      reg (&x)[lanes]) {
+  ATTN_SIMD_UNROLL
+  for (int i = 0; i < lanes; ++i)
+    x[i] = i < valid && cols > 0 ? vec::mul(scale, vec::load_n(src + i * rs, cols)) : vec::zero();
+  vec::transpose(x);
+}
+
 /// Starts tile t: packs qt, one lanes x lanes transpose at a time (lanes past `rows` hold
 /// zeros and are never written out), and clears its running state.
 ATTN_SIMD_INLINE void tile_start(const flash_head& h, const flash_tile& t) {
@@ -246,11 +256,7 @@ ATTN_SIMD_INLINE void tile_start(const flash_head& h, const flash_tile& t) {
     for (index_t d0 = 0; d0 < D; d0 += lanes) {
       const int cols = int(std::min<index_t>(lanes, D - d0));
       reg x[lanes];
-      ATTN_SIMD_UNROLL
-      for (int i = 0; i < lanes; ++i)
-        x[i] = i < valid ? vec::mul(scale, vec::load_n(h.q + (i0 + first + i) * h.qs + d0, cols))
-                         : vec::zero();
-      vec::transpose(x);
+      load_transposed(h.q + (i0 + first) * h.qs + d0, h.qs, valid, cols, scale, x);
       ATTN_SIMD_UNROLL
       for (int c = 0; c < lanes; ++c)
         if (c < cols) vec::store(t.qt + (d0 + c) * bq + first, x[c]);
