@@ -140,6 +140,22 @@ void non_finite_values_count_only_where_visible() {
     attention(C::policy(), dirty.q.view(), dirty.k.view(), dirty.v.view(), od.view());
     EXPECT_TRUE(std::isnan(to_double(od(0, 1, 0, 0))));  // all 3000 visible: NaN
   }
+  {  // a group of 32 query rows (8 heads x 4 queries per key head, the decode kernel's tiled
+     // blocks): garbage past the length stays out, and key 2499, which under the causal mask
+     // only each head's last query sees, makes that query NaN and no other
+    const shape s{1, 16, 4, 3000, 40, 24, 2};
+    const qkv<C> clean(s);
+    qkv<C> dirty(s);
+    poison(dirty, 2499, 3000);
+    const std::vector<std::int32_t> len = {2500};
+    host_tensor<T, 4> oc({1, 16, 4, 24}), od({1, 16, 4, 24});
+    attention(C::policy(), clean.q.view(), clean.k.view(), clean.v.view(), oc.view(),
+              {.causal = true}, len);
+    attention(C::policy(), dirty.q.view(), dirty.k.view(), dirty.v.view(), od.view(),
+              {.causal = true}, len);
+    EXPECT_TRUE(rows_equal(oc, od, 3));
+    for (index_t h = 0; h < 16; ++h) EXPECT_TRUE(std::isnan(to_double(od(0, h, 3, 0)))) << h;
+  }
   {  // a NaN query makes its own row NaN, not zeros
     const shape s{1, 1, 9, 9, 16, 16};
     qkv<C> in(s);

@@ -18,11 +18,18 @@
 // contiguous, so every operand is packed once into that form (Q, dO per item; K, K^T, V^T per
 // key block), with head dims padded to whole vectors.
 
+/// A step that does nothing (gemm_tile's default).
+struct no_step {
+  ATTN_SIMD_INLINE void operator()(index_t) const {}
+};
+
 /// C rows [0, R) x columns [0, NV lanes) (+)= sum_k A(r, k) B[k, :], A(r, k) = a[r ars + k acs],
-/// B row k at b + k bs, C row r at c + r cs.
-template <int R, int NV>
+/// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); `step(k)` at every
+/// k (the decode kernel's prefetches ride on it).
+template <int R, int NV, class Step = no_step>
 ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const float* b,
-                                index_t bs, float* c, index_t cs, index_t K, bool accumulate) {
+                                index_t bs, float* c, index_t cs, index_t K, bool accumulate,
+                                Step&& step = {}) {
   reg acc[R][NV];
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
@@ -31,9 +38,10 @@ ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const 
       acc[r][v] = accumulate ? vec::load(c + r * cs + v * lanes) : vec::zero();
   }
   for (index_t k = 0; k < K; ++k) {
+    step(k);
     reg bv[NV];
     ATTN_SIMD_UNROLL
-    for (int v = 0; v < NV; ++v) bv[v] = vec::load(b + k * bs + v * lanes);
+    for (int v = 0; v < NV; ++v) bv[v] = vec::loadu(b + k * bs + v * lanes);
     ATTN_SIMD_UNROLL
     for (int r = 0; r < R; ++r) {
       const reg av = vec::set1(a[r * ars + k * acs]);
@@ -48,18 +56,25 @@ ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const 
   }
 }
 
-/// C (M, N) (+)= A (M, K) B (K, N), N a multiple of lanes (see gemm_tile).
+/// C (M, N) (+)= A (M, K) B (K, N), N a multiple of lanes (see gemm_tile): tiles nq vectors
+/// across and vec::rk rows down, or one vector across and twice the rows (so that either has
+/// enough independent sums to cover the FMA latency). Every element of C is summed over k in
+/// order whatever its tile.
+template <class Step = no_step>
 ATTN_SIMD_INLINE void gemm(const float* a, index_t ars, index_t acs, const float* b, index_t bs,
-                           float* c, index_t cs, index_t M, index_t N, index_t K, bool accumulate) {
+                           float* c, index_t cs, index_t M, index_t N, index_t K, bool accumulate,
+                           Step&& step = {}) {
   constexpr index_t wide = index_t(nq) * lanes;
   index_t n0 = 0;
   for (; n0 + wide <= N; n0 += wide)
     in_groups(M, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
-      gemm_tile<R, nq>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate);
+      gemm_tile<R, nq>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate,
+                       step);
     });
   for (; n0 < N; n0 += lanes)
-    in_groups(M, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
-      gemm_tile<R, 1>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate);
+    in_groups<2 * vec::rk>(M, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
+      gemm_tile<R, 1>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate,
+                      step);
     });
 }
 

@@ -15,6 +15,72 @@
 // the last place, where compensating cost a quarter of the time at 12 rows); chunks are then
 // combined as merge_attention does.
 
+/// Rows (query heads of a group x queries) from which the decode kernel computes the key
+/// blocks that every row sees in register tiles rather than row by row.
+inline constexpr index_t decode_tile_rows = 8;
+
+/// How many blocks ahead of the one in use a tiled block fetches keys and values.
+inline constexpr index_t decode_fetch_ahead = 1;
+
+/// Every how many k steps of a gemm in a tiled block a fetch step is taken.
+inline constexpr index_t decode_fetch_every = 8;
+
+/// The fetch steps that gemm (M, N, K) takes (see gemm_tile, gemm).
+ATTN_SIMD_INLINE index_t gemm_fetch_steps(index_t M, index_t N, index_t K) {
+  constexpr index_t wide = index_t(nq) * lanes, tall = 2 * vec::rk;
+  const index_t tiles =
+      (M + vec::rk - 1) / vec::rk * (N / wide) + (M + tall - 1) / tall * ((N % wide) / lanes);
+  return tiles * ((K + decode_fetch_every - 1) / decode_fetch_every);
+}
+
+/// s[r Rp + x] (r < R keys, x < NV lanes) = sum_d k[r ks + d] qt[d Rp + x] over d < D, the
+/// d's dealt round-robin to P sets of sums added at the end (P R NV independent FMA chains,
+/// enough to cover the FMA latency with a single vector of rows); step(d) at every d.
+template <int R, int NV, int P, class Step>
+ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* qt, index_t Rp,
+                                    float* s, index_t D, Step&& step) {
+  const float* krow[R];
+  ATTN_SIMD_UNROLL
+  for (int r = 0; r < R; ++r) krow[r] = k + r * ks;
+  reg acc[P][R][NV];
+  ATTN_SIMD_UNROLL
+  for (int p = 0; p < P; ++p) {
+    ATTN_SIMD_UNROLL
+    for (int r = 0; r < R; ++r) {
+      ATTN_SIMD_UNROLL
+      for (int x = 0; x < NV; ++x) acc[p][r][x] = vec::zero();
+    }
+  }
+  index_t d = 0;
+  const auto one = [&]<int p>(index_t dd) ATTN_SIMD_LAMBDA {
+    step(dd);
+    reg q[NV];
+    ATTN_SIMD_UNROLL
+    for (int x = 0; x < NV; ++x) q[x] = vec::load(qt + dd * Rp + x * lanes);
+    ATTN_SIMD_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const reg kb = vec::set1(krow[r][dd]);
+      ATTN_SIMD_UNROLL
+      for (int x = 0; x < NV; ++x) acc[p][r][x] = vec::fmadd(kb, q[x], acc[p][r][x]);
+    }
+  };
+  const auto each = [&]<int... p>(std::integer_sequence<int, p...>, index_t end) ATTN_SIMD_LAMBDA {
+    ((d + p < end ? one.template operator()<p>(d + p) : void()), ...);
+  };
+  for (; d + P <= D; d += P) each(std::make_integer_sequence<int, P>{}, D);
+  each(std::make_integer_sequence<int, P>{}, D);  // the last D % P
+  ATTN_SIMD_UNROLL
+  for (int r = 0; r < R; ++r) {
+    ATTN_SIMD_UNROLL
+    for (int x = 0; x < NV; ++x) {
+      reg sum = acc[0][r][x];
+      ATTN_SIMD_UNROLL
+      for (int p = 1; p < P; ++p) sum = vec::add(sum, acc[p][r][x]);
+      vec::store(s + r * Rp + x * lanes, sum);
+    }
+  }
+}
+
 /// Prefetches rows of K or V a few at a time, spread evenly over the calls to step(), so
 /// that a block's fetches overlap all of the work before its use (a burst fills the core's
 /// miss buffers and stalls the arithmetic behind it, then leaves memory idle).
@@ -62,12 +128,13 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
                                                  float scale_log2, float* o_out, index_t o_rs,
                                                  float* lse_out, float* scratch) {
   constexpr index_t block = decode_block;
-  const index_t R = rq.rows, R16 = (R + 15) / 16 * 16;
+  const index_t R = rq.rows, R16 = (R + 15) / 16 * 16, Rp = (R + lanes - 1) / lanes * lanes;
   const index_t Dp = (D + lanes - 1) / lanes * lanes, Dvp = (Dv + lanes - 1) / lanes * lanes;
   const index_t nvd = Dp / lanes, nvv = Dvp / lanes;
   // Scratch: q rows (R, Dp) scaled to log2 units, running output (R, Dvp); m, l, the block's
-  // maximum and alpha (R16 each); the block's scores, then probabilities (R, block); each
-  // row's keys of the chunk (2 R16 index_t).
+  // maximum and alpha (R16 each); the block's scores, then probabilities (R, block), or
+  // (block, Rp) transposed in a tiled block; each row's keys of the chunk (2 R16 index_t);
+  // for tiled blocks Q^T (D, Rp) and a block of padded value rows (block, Dvp).
   float* qp = scratch;
   float* acc = qp + R * Dp;
   float* m = acc + R * Dvp;
@@ -75,23 +142,89 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   float* m_blk = l + R16;
   float* alpha = m_blk + R16;
   float* s = alpha + R16;
-  index_t* kb = reinterpret_cast<index_t*>(s + R * block);
+  index_t* kb = reinterpret_cast<index_t*>(s + R16 * block);
   index_t* ke = kb + R16;
+  float* qt = reinterpret_cast<float*>(ke + R16);
+  float* vp = qt + D * Rp;
   for (index_t r = 0; r < R; ++r) {
     const float* src = rq.q + (r / rq.Tq) * rq.q_hs + (r % rq.Tq) * rq.qs;
     for (index_t d = 0; d < Dp; ++d) qp[r * Dp + d] = d < D ? src[d] * scale_log2 : 0.0f;
   }
   std::fill_n(acc, R * Dvp, 0.0f);
   std::fill_n(m, R16, -__builtin_inff());  // (the padding too: its lanes go through exp2)
-  std::fill_n(l, R, 0.0f);
+  std::fill_n(l, R16, 0.0f);
 
-  for (index_t r = 0; r < R; ++r) {  // the chunk's keys row r sees
+  index_t all_b = chunk.begin, all_e = chunk.end;  // the chunk's keys that every row sees
+  for (index_t r = 0; r < R; ++r) {                // the chunk's keys row r sees
     const key_range keys = vis.row(r % rq.Tq);
     kb[r] = std::max(keys.begin, chunk.begin);
     ke[r] = std::min(keys.end, chunk.end);
+    all_b = std::max(all_b, kb[r]), all_e = std::min(all_e, ke[r]);
   }
+  const bool tiles = R >= decode_tile_rows;
+  if (tiles)
+    for (index_t d = 0; d < D; ++d)
+      for (index_t r = 0; r < Rp; ++r) qt[d * Rp + r] = r < R ? qp[r * Dp + d] : 0.0f;
   row_fetch fetch_v, fetch_k;  // this block's values during the scores, the next keys during P V
+
+  // A whole block that every row sees, with enough rows, goes through register tiles with the
+  // rows across the lanes: S^T (block, Rp) = K Q^T (K's elements broadcast straight from the
+  // cache, Q^T packed once), the softmax a vector of rows at a time, then O += P V (P's
+  // elements broadcast, V's rows loaded as they are). Every K and V element fetched serves all
+  // R rows, and nothing is transposed. The next block's keys are fetched during S^T, its
+  // values during P V.
+  const auto tiled_block = [&](index_t j0) ATTN_SIMD_LAMBDA {
+    const index_t jf = j0 + decode_fetch_ahead * block;  // the block fetched meanwhile
+    const index_t next = std::max<index_t>(std::min(jf + block, chunk.end) - jf, 0);
+    const auto every = [](row_fetch& f) {
+      return [&f](index_t kk) ATTN_SIMD_LAMBDA {
+        if (kk % decode_fetch_every == 0) f.step();
+      };
+    };
+    if (Rp == lanes) {  // (one vector of rows: 8 keys x 2 sets of sums)
+      fetch_k.start(k + jf * ks, ks, D, next, block / 8 * ((D + 7) / 8));
+      for (index_t j = 0; j < block; j += 8)
+        decode_scores<8, 1, 2>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, every(fetch_k));
+    } else {
+      fetch_k.start(k + jf * ks, ks, D, next, gemm_fetch_steps(block, Rp, D));
+      gemm(k + j0 * ks, ks, 1, qt, Rp, s, Rp, block, Rp, D, false, every(fetch_k));
+    }
+    for (index_t r = 0; r < Rp; r += lanes) {
+      reg mx = vec::load(s + r);
+      for (index_t j = 1; j < block; ++j) mx = vec::max(mx, vec::load(s + j * Rp + r));
+      const reg m_old = vec::load(m + r), m_new = vec::max(mx, m_old);
+      const reg m_use = vec::replace_neg_inf(m_new, 0.0f);
+      const reg a = vec::exp2(vec::sub(m_old, m_use));
+      vec::store(alpha + r, a);
+      vec::store(m + r, m_new);
+      reg sum = vec::zero();
+      for (index_t j = 0; j < block; ++j) {
+        const reg p = vec::exp2(vec::sub(vec::load(s + j * Rp + r), m_use));
+        vec::store(s + j * Rp + r, p);
+        sum = vec::add(sum, p);
+      }
+      vec::store(l + r, vec::fmadd(a, vec::load(l + r), sum));
+    }
+    for (index_t r = 0; r < R; ++r) {
+      const reg a = vec::set1(alpha[r]);
+      for (index_t x = 0; x < Dvp; x += lanes)
+        vec::store(acc + r * Dvp + x, vec::mul(a, vec::load(acc + r * Dvp + x)));
+    }
+    fetch_v.start(v + jf * vs, vs, Dv, next, gemm_fetch_steps(R, Dvp, block));
+    const auto step = every(fetch_v);
+    if (Dv == Dvp) {
+      gemm(s, 1, Rp, v + j0 * vs, vs, acc, Dvp, R, Dvp, block, true, step);
+    } else {  // (value rows padded to whole vectors)
+      pack(v + j0 * vs, vs, block, Dv, vp, Dvp, false);
+      gemm(s, 1, Rp, vp, Dvp, acc, Dvp, R, Dvp, block, true, step);
+    }
+  };
+
   for (index_t j0 = chunk.begin; j0 < chunk.end; j0 += block) {
+    if (tiles && j0 + block <= chunk.end && all_b <= j0 && j0 + block <= all_e) {
+      tiled_block(j0);
+      continue;
+    }
     std::fill_n(m_blk, R16, -__builtin_inff());
     const index_t j1 = std::min(j0 + block, chunk.end);
     // While the scores are computed, this block's values are fetched; during P V, the next

@@ -186,16 +186,16 @@ ATTN_SIMD_INLINE void value_rows(const float* v, index_t vs, const block_view& b
   }
 }
 
-/// Calls f.template operator()<R>(start) over [0, count) in groups of vec::rk, then one
-/// group of the remainder.
-template <class F>
+/// Calls f.template operator()<R>(start) over [0, count) in groups of G, then one group of
+/// the remainder.
+template <int G = vec::rk, class F>
 ATTN_SIMD_INLINE void in_groups(index_t count, F&& f) {
   index_t i = 0;
-  for (; i + vec::rk <= count; i += vec::rk) f.template operator()<vec::rk>(i);
+  for (; i + G <= count; i += G) f.template operator()<G>(i);
   [&]<int... R>(std::integer_sequence<int, R...>) ATTN_SIMD_LAMBDA {
     ((count - i == R + 1 ? f.template operator()<R + 1>(i) : void()), ...);
   }
-  (std::make_integer_sequence<int, vec::rk - 1>{});
+  (std::make_integer_sequence<int, G - 1>{});
 }
 
 /// Prefetches the line at p into L1 (`to_l1`) or L2.

@@ -82,7 +82,8 @@ inline constexpr index_t decode_block = 32, decode_chunk = 1024;
 constexpr index_t flash_decode_scratch_floats(index_t lanes, index_t rows, index_t D, index_t Dv) {
   const auto pad = [&](index_t n) { return (n + lanes - 1) / lanes * lanes; };
   const index_t r16 = (rows + 15) / 16 * 16;
-  return rows * pad(D) + rows * pad(Dv) + 8 * r16 + rows * decode_block + 64;
+  return rows * pad(D) + rows * pad(Dv) + 8 * r16 + r16 * decode_block + D * r16 +
+         decode_block * pad(Dv) + 64;
 }
 
 /// Floats that a buffer of n floats takes in the backward kernel's scratch: whole 64-byte lines,
