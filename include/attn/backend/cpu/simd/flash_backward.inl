@@ -12,6 +12,9 @@
 // In a block that some row sees only in part, the products would meet the zeros of hidden pairs
 // with that row's dO and Q (and the hidden keys' K): where any of those holds a NaN or Inf, the
 // block is summed pair by visible pair instead, so a value no gradient depends on reaches none.
+// Otherwise such a block's products are banded (gemm_banded): each query tile computes scores
+// only up to the last key its rows see, each key tile sums only the rows that see one of its
+// keys, so a block the causal diagonal crosses costs about half a full one.
 // dK_j and dV_j stay in scratch for the whole inner loop and are written once; dQ accumulates
 // in the item's own buffer. All five products go through one register-blocked tile
 // C[R x NV lanes] (+)= A(r, k) B[k, :]: A read by broadcasts at any strides, B and C rows
@@ -76,6 +79,34 @@ ATTN_SIMD_INLINE void gemm(const float* a, index_t ars, index_t acs, const float
       gemm_tile<R, 1>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate,
                       step);
     });
+}
+
+/// What one row tile [r0, r1) of a banded product needs: k in [k0, k1), columns [0, n).
+struct tile_bounds {
+  index_t k0, k1, n;
+};
+
+/// C (M, *) (+)= A B like gemm, row tile by row tile, where bounds(r0, r1) (a tile_bounds)
+/// limits each tile's sum to k in [k0, k1) and its columns to [0, n) (a multiple of lanes;
+/// the other columns of those rows are left as they are). For the blocks a mask crosses: the
+/// terms left out are exact zeros, and each element is still summed over k in order.
+template <class Bounds>
+ATTN_SIMD_INLINE void gemm_banded(const float* a, index_t ars, index_t acs, const float* b,
+                                  index_t bs, float* c, index_t cs, index_t M, bool accumulate,
+                                  Bounds&& bounds) {
+  constexpr index_t wide = index_t(nq) * lanes;
+  in_groups(M, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
+    const tile_bounds t = bounds(r0, r0 + R);
+    const index_t K = std::max<index_t>(0, t.k1 - t.k0);
+    const float* at = a + r0 * ars + t.k0 * acs;
+    const float* bt = b + t.k0 * bs;
+    float* ct = c + r0 * cs;
+    index_t n0 = 0;
+    for (; n0 + wide <= t.n; n0 += wide)
+      gemm_tile<R, nq>(at, ars, acs, bt + n0, bs, ct + n0, cs, K, accumulate);
+    for (; n0 < t.n; n0 += lanes)
+      gemm_tile<R, 1>(at, ars, acs, bt + n0, bs, ct + n0, cs, K, accumulate);
+  });
 }
 
 /// Rounds n up to whole vectors.
@@ -230,23 +261,42 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
         const bool edge = !(common.begin <= j0 && j0 + nk <= common.end);
         const float* qi = qp + i0 * Dp;
         const float* doi = dop + i0 * Dvp;
-        gemm(qi, Dp, 1, kt, bkb, ps, bkb, m, nkp, D, false);      // S = Q K^T
-        gemm(doi, Dvp, 1, vt, bkb, dss, bkb, m, nkp, Dv, false);  // dP = dO V^T
+        // Row r sees the block's keys [lo[r], hi[r]), both nondecreasing in r.
+        alignas(64) index_t lo[bq], hi[bq];
+        for (index_t r = 0; r < m; ++r) {
+          const key_range row = h.vis.row(i0 + r);
+          lo[r] = std::clamp<index_t>(row.begin - j0, 0, nk);
+          hi[r] = std::max(lo[r], std::clamp<index_t>(row.end - j0, 0, nk));
+        }
+        if (!edge) {
+          gemm(qi, Dp, 1, kt, bkb, ps, bkb, m, nkp, D, false);      // S = Q K^T
+          gemm(doi, Dvp, 1, vt, bkb, dss, bkb, m, nkp, Dv, false);  // dP = dO V^T
+        } else {  // a query tile's scores: the key vectors up to its last row's hi
+          gemm_banded(qi, Dp, 1, kt, bkb, ps, bkb, m, false, [&](index_t, index_t r1) {
+            return tile_bounds{0, D, padded(hi[r1 - 1])};
+          });
+          gemm_banded(doi, Dvp, 1, vt, bkb, dss, bkb, m, false, [&](index_t, index_t r1) {
+            return tile_bounds{0, Dv, padded(hi[r1 - 1])};
+          });
+        }
         for (index_t r = 0; r < m; ++r) {
           const index_t i = i0 + r;
           const reg l2 = vec::set1(lse2[i]), dr = vec::set1(drow[i]);
-          const key_range row = h.vis.row(i);
-          const reg lo = vec::set1(float(std::clamp<index_t>(row.begin - j0, 0, nk)));
-          const reg hi = vec::set1(float(std::clamp<index_t>(row.end - j0, 0, nk)));
+          const reg lov = vec::set1(float(lo[r])), hiv = vec::set1(float(hi[r]));
           float* pr = ps + r * bkb;
           float* dsr = dss + r * bkb;
           for (index_t c = 0; c < nkp; c += lanes) {
+            if (edge && (c >= hi[r] || c + lanes <= lo[r])) {  // no key of the vector is seen
+              vec::store(pr + c, vec::zero());                 // (and its scores may be unset)
+              vec::store(dsr + c, vec::zero());
+              continue;
+            }
             const reg pv = vec::exp2(vec::sub(vec::mul(vec::load(pr + c), scale_log2), l2));
             const reg dsv = vec::mul(scale, vec::mul(pv, vec::sub(vec::load(dsr + c), dr)));
             if (edge || c + lanes > nk) {  // 0, not 0 x NaN, where row i does not see the key
               alignas(64) float iota[lanes];
               for (int l = 0; l < lanes; ++l) iota[l] = float(c + l);
-              const mask vis = vec::between_lanes(vec::load(iota), lo, hi);
+              const mask vis = vec::between_lanes(vec::load(iota), lov, hiv);
               vec::store(pr + c, vec::select(vis, pv, vec::zero()));
               vec::store(dsr + c, vec::select(vis, dsv, vec::zero()));
             } else {
@@ -259,9 +309,28 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
           visible_products(h, i0, m, j0, nk, ps, dss, qi, doi, kp, dkj, dvj, dq + i0 * Dp, Dp, Dvp);
           continue;
         }
-        gemm(ps, 1, bkb, doi, Dvp, dvj, Dvp, nk, Dvp, m, true);        // dV += P^T dO
-        gemm(dss, 1, bkb, qi, Dp, dkj, Dp, nk, Dp, m, true);           // dK += dS^T Q
-        gemm(dss, bkb, 1, kp, Dp, dq + i0 * Dp, Dp, m, Dp, nk, true);  // dQ += dS K
+        if (!edge) {
+          gemm(ps, 1, bkb, doi, Dvp, dvj, Dvp, nk, Dvp, m, true);        // dV += P^T dO
+          gemm(dss, 1, bkb, qi, Dp, dkj, Dp, nk, Dp, m, true);           // dK += dS^T Q
+          gemm(dss, bkb, 1, kp, Dp, dq + i0 * Dp, Dp, m, Dp, nk, true);  // dQ += dS K
+          continue;
+        }
+        // Edge block: P and dS are 0 outside each row's [lo, hi), so a key tile needs only
+        // the rows that see one of its keys, and a query tile only the keys its rows see.
+        const auto rows_seeing = [&](index_t c0, index_t c1, index_t n) {
+          index_t r0 = 0, r1 = m;
+          while (r0 < m && hi[r0] <= c0) ++r0;
+          while (r1 > r0 && lo[r1 - 1] >= c1) --r1;
+          return tile_bounds{r0, r1, n};
+        };
+        gemm_banded(ps, 1, bkb, doi, Dvp, dvj, Dvp, nk, true,  // dV += P^T dO
+                    [&](index_t c0, index_t c1) { return rows_seeing(c0, c1, Dvp); });
+        gemm_banded(dss, 1, bkb, qi, Dp, dkj, Dp, nk, true,  // dK += dS^T Q
+                    [&](index_t c0, index_t c1) { return rows_seeing(c0, c1, Dp); });
+        gemm_banded(dss, bkb, 1, kp, Dp, dq + i0 * Dp, Dp, m, true,  // dQ += dS K
+                    [&](index_t r0, index_t r1) {
+                      return tile_bounds{lo[r0], hi[r1 - 1], Dp};
+                    });
       }
     }
     if (h.dq != nullptr)
