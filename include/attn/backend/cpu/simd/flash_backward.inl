@@ -27,8 +27,9 @@ struct no_step {
 };
 
 /// C rows [0, R) x columns [0, NV lanes) (+)= sum_k A(r, k) B[k, :], A(r, k) = a[r ars + k acs],
-/// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); `step(k)` at every
-/// k (the decode kernel's prefetches ride on it).
+/// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); unless `step` is a
+/// no_step, step(k) at k = 0, e, 2e, ... below K with e = Step::every, outside the inner loop
+/// (the decode kernel's prefetches ride on it).
 template <int R, int NV, class Step = no_step>
 ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const float* b,
                                 index_t bs, float* c, index_t cs, index_t K, bool accumulate,
@@ -40,8 +41,7 @@ ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const 
     for (int v = 0; v < NV; ++v)
       acc[r][v] = accumulate ? vec::load(c + r * cs + v * lanes) : vec::zero();
   }
-  for (index_t k = 0; k < K; ++k) {
-    step(k);
+  const auto at = [&](index_t k) ATTN_SIMD_LAMBDA {
     reg bv[NV];
     ATTN_SIMD_UNROLL
     for (int v = 0; v < NV; ++v) bv[v] = vec::loadu(b + k * bs + v * lanes);
@@ -51,6 +51,18 @@ ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const 
       ATTN_SIMD_UNROLL
       for (int v = 0; v < NV; ++v) acc[r][v] = vec::fmadd(av, bv[v], acc[r][v]);
     }
+  };
+  if constexpr (std::is_same_v<std::remove_cvref_t<Step>, no_step>) {
+    for (index_t k = 0; k < K; ++k) at(k);
+  } else {
+    constexpr index_t every = std::remove_cvref_t<Step>::every;
+    index_t k = 0;
+    for (; k + every <= K; k += every) {
+      step(k);
+      for (index_t kk = k; kk < k + every; ++kk) at(kk);
+    }
+    if (k < K) step(k);
+    for (; k < K; ++k) at(k);
   }
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {

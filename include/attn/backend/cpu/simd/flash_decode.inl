@@ -35,10 +35,11 @@ ATTN_SIMD_INLINE index_t gemm_fetch_steps(index_t M, index_t N, index_t K) {
 
 /// s[r Rp + x] (r < R keys, x < NV lanes) = sum_d k[r ks + d] qt[d Rp + x] over d < D, the
 /// d's dealt round-robin to P sets of sums added at the end (P R NV independent FMA chains,
-/// enough to cover the FMA latency with a single vector of rows); step(d) at every d.
+/// enough to cover the FMA latency with a single vector of rows); step(d) at d = 0, e, 2e, ...
+/// below D with e = Step::every (a multiple of P).
 template <int R, int NV, int P, class Step>
 ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* qt, index_t Rp,
-                                    float* s, index_t D, Step&& step) {
+                                      float* s, index_t D, Step&& step) {
   const float* krow[R];
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) krow[r] = k + r * ks;
@@ -53,7 +54,6 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
   }
   index_t d = 0;
   const auto one = [&]<int p>(index_t dd) ATTN_SIMD_LAMBDA {
-    step(dd);
     reg q[NV];
     ATTN_SIMD_UNROLL
     for (int x = 0; x < NV; ++x) q[x] = vec::load(qt + dd * Rp + x * lanes);
@@ -67,6 +67,14 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
   const auto each = [&]<int... p>(std::integer_sequence<int, p...>, index_t end) ATTN_SIMD_LAMBDA {
     ((d + p < end ? one.template operator()<p>(d + p) : void()), ...);
   };
+  constexpr index_t every = std::remove_cvref_t<Step>::every;
+  static_assert(every % P == 0);
+  for (; d + every <= D;) {
+    step(d);
+    for (const index_t end = d + every; d < end; d += P)
+      each(std::make_integer_sequence<int, P>{}, D);
+  }
+  if (d < D) step(d);
   for (; d + P <= D; d += P) each(std::make_integer_sequence<int, P>{}, D);
   each(std::make_integer_sequence<int, P>{}, D);  // the last D % P
   ATTN_SIMD_UNROLL
@@ -99,6 +107,13 @@ struct row_fetch {
       row += stride, --left;
     }
   }
+};
+
+/// gemm_tile's step in a tiled decode block: a fetch step every decode_fetch_every k.
+struct fetch_step {
+  static constexpr index_t every = decode_fetch_every;
+  row_fetch* f;
+  ATTN_SIMD_INLINE void operator()(index_t) const { f->step(); }
 };
 
 /// o[x] += sum over the n keys j of p[j] V_j[x lanes ...], N whole vectors of each value row,
@@ -176,11 +191,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   const auto tiled_block = [&](index_t j0) ATTN_SIMD_LAMBDA {
     const index_t jf = j0 + decode_fetch_ahead * block;  // the block fetched meanwhile
     const index_t next = std::max<index_t>(std::min(jf + block, chunk.end) - jf, 0);
-    const auto every = [](row_fetch& f) {
-      return [&f](index_t kk) ATTN_SIMD_LAMBDA {
-        if (kk % decode_fetch_every == 0) f.step();
-      };
-    };
+    const auto every = [](row_fetch& f) { return fetch_step{&f}; };
     if (Rp == lanes) {  // (one vector of rows: 8 keys x 2 sets of sums)
       fetch_k.start(k + jf * ks, ks, D, next, block / 8 * ((D + 7) / 8));
       for (index_t j = 0; j < block; j += 8)
