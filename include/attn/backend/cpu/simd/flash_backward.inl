@@ -26,26 +26,10 @@ struct no_step {
   ATTN_SIMD_INLINE void operator()(index_t) const {}
 };
 
-/// f(k) for k = 0, S, 2S, ... below n, in order; unless `step` is a no_step, step(k) first at
-/// k = 0, e, 2e, ... with e = Step::every (a multiple of S), outside the loop over a run of e.
-template <index_t S = 1, class Step, class F>
-ATTN_SIMD_INLINE void stepped(index_t n, Step&& step, F&& f) {
-  using step_t = std::remove_cvref_t<Step>;
-  index_t k = 0;
-  if constexpr (!std::is_same_v<step_t, no_step>) {
-    static_assert(step_t::every % S == 0);
-    for (; k + step_t::every <= n;) {
-      step(k);
-      for (const index_t end = k + step_t::every; k < end; k += S) f(k);
-    }
-    if (k < n) step(k);
-  }
-  for (; k < n; k += S) f(k);
-}
-
 /// C rows [0, R) x columns [0, NV lanes) (+)= sum_k A(r, k) B[k, :], A(r, k) = a[r ars + k acs],
-/// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); `step` as in
-/// stepped (the decode kernel's prefetches ride on it).
+/// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); unless `step` is a
+/// no_step, step(k) at k = 0, e, 2e, ... below K with e = Step::every, outside the inner loop
+/// (the decode kernel's prefetches ride on it).
 template <int R, int NV, class Step = no_step>
 ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const float* b,
                                 index_t bs, float* c, index_t cs, index_t K, bool accumulate,
@@ -68,7 +52,18 @@ ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const 
       for (int v = 0; v < NV; ++v) acc[r][v] = vec::fmadd(av, bv[v], acc[r][v]);
     }
   };
-  stepped(K, step, at);
+  if constexpr (std::is_same_v<std::remove_cvref_t<Step>, no_step>) {
+    for (index_t k = 0; k < K; ++k) at(k);
+  } else {
+    constexpr index_t every = std::remove_cvref_t<Step>::every;
+    index_t k = 0;
+    for (; k + every <= K; k += every) {
+      step(k);
+      for (index_t kk = k; kk < k + every; ++kk) at(kk);
+    }
+    if (k < K) step(k);
+    for (; k < K; ++k) at(k);
+  }
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
     ATTN_SIMD_UNROLL
@@ -103,19 +98,26 @@ struct tile_bounds {
   index_t k0, k1, n;
 };
 
-/// C (M, *) (+)= A B like gemm, one gemm per row tile of vec::rk rows, where bounds(r0, r1) (a
-/// tile_bounds) limits the tile's sum to k in [k0, k1) and its columns to [0, n) (a multiple
-/// of lanes; the other columns of those rows are left as they are). For the blocks a mask
-/// crosses: the terms left out are exact zeros, and each element is still summed over k in
-/// order.
+/// C (M, *) (+)= A B like gemm, row tile by row tile, where bounds(r0, r1) (a tile_bounds)
+/// limits each tile's sum to k in [k0, k1) and its columns to [0, n) (a multiple of lanes;
+/// the other columns of those rows are left as they are). For the blocks a mask crosses: the
+/// terms left out are exact zeros, and each element is still summed over k in order.
 template <class Bounds>
 ATTN_SIMD_INLINE void gemm_banded(const float* a, index_t ars, index_t acs, const float* b,
                                   index_t bs, float* c, index_t cs, index_t M, bool accumulate,
                                   Bounds&& bounds) {
+  constexpr index_t wide = index_t(nq) * lanes;
   in_groups(M, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
     const tile_bounds t = bounds(r0, r0 + R);
-    gemm(a + r0 * ars + t.k0 * acs, ars, acs, b + t.k0 * bs, bs, c + r0 * cs, cs, R, t.n,
-         std::max<index_t>(0, t.k1 - t.k0), accumulate);
+    const index_t K = std::max<index_t>(0, t.k1 - t.k0);
+    const float* at = a + r0 * ars + t.k0 * acs;
+    const float* bt = b + t.k0 * bs;
+    float* ct = c + r0 * cs;
+    index_t n0 = 0;
+    for (; n0 + wide <= t.n; n0 += wide)
+      gemm_tile<R, nq>(at, ars, acs, bt + n0, bs, ct + n0, cs, K, accumulate);
+    for (; n0 < t.n; n0 += lanes)
+      gemm_tile<R, 1>(at, ars, acs, bt + n0, bs, ct + n0, cs, K, accumulate);
   });
 }
 
