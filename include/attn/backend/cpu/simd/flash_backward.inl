@@ -26,10 +26,26 @@ struct no_step {
   ATTN_SIMD_INLINE void operator()(index_t) const {}
 };
 
+/// f(k) for k = 0, S, 2S, ... below n, in order; unless `step` is a no_step, step(k) first at
+/// k = 0, e, 2e, ... with e = Step::every (a multiple of S), outside the loop over a run of e.
+template <index_t S = 1, class Step, class F>
+ATTN_SIMD_INLINE void stepped(index_t n, Step&& step, F&& f) {
+  using step_t = std::remove_cvref_t<Step>;
+  index_t k = 0;
+  if constexpr (!std::is_same_v<step_t, no_step>) {
+    static_assert(step_t::every % S == 0);
+    for (; k + step_t::every <= n;) {
+      step(k);
+      for (const index_t end = k + step_t::every; k < end; k += S) f(k);
+    }
+    if (k < n) step(k);
+  }
+  for (; k < n; k += S) f(k);
+}
+
 /// C rows [0, R) x columns [0, NV lanes) (+)= sum_k A(r, k) B[k, :], A(r, k) = a[r ars + k acs],
-/// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); unless `step` is a
-/// no_step, step(k) at k = 0, e, 2e, ... below K with e = Step::every, outside the inner loop
-/// (the decode kernel's prefetches ride on it).
+/// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); `step` as in
+/// stepped (the decode kernel's prefetches ride on it).
 template <int R, int NV, class Step = no_step>
 ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const float* b,
                                 index_t bs, float* c, index_t cs, index_t K, bool accumulate,
@@ -52,18 +68,7 @@ ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const 
       for (int v = 0; v < NV; ++v) acc[r][v] = vec::fmadd(av, bv[v], acc[r][v]);
     }
   };
-  if constexpr (std::is_same_v<std::remove_cvref_t<Step>, no_step>) {
-    for (index_t k = 0; k < K; ++k) at(k);
-  } else {
-    constexpr index_t every = std::remove_cvref_t<Step>::every;
-    index_t k = 0;
-    for (; k + every <= K; k += every) {
-      step(k);
-      for (index_t kk = k; kk < k + every; ++kk) at(kk);
-    }
-    if (k < K) step(k);
-    for (; k < K; ++k) at(k);
-  }
+  stepped(K, step, at);
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
     ATTN_SIMD_UNROLL

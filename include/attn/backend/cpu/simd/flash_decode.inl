@@ -35,8 +35,7 @@ ATTN_SIMD_INLINE index_t gemm_fetch_steps(index_t M, index_t N, index_t K) {
 
 /// s[r Rp + x] (r < R keys, x < NV lanes) = sum_d k[r ks + d] qt[d Rp + x] over d < D, the
 /// d's dealt round-robin to P sets of sums added at the end (P R NV independent FMA chains,
-/// enough to cover the FMA latency with a single vector of rows); step(d) at d = 0, e, 2e, ...
-/// below D with e = Step::every (a multiple of P).
+/// enough to cover the FMA latency with a single vector of rows); `step` as in stepped.
 template <int R, int NV, int P, class Step>
 ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* qt, index_t Rp,
                                       float* s, index_t D, Step&& step) {
@@ -52,7 +51,6 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
       for (int x = 0; x < NV; ++x) acc[p][r][x] = vec::zero();
     }
   }
-  index_t d = 0;
   const auto one = [&]<int p>(index_t dd) ATTN_SIMD_LAMBDA {
     reg q[NV];
     ATTN_SIMD_UNROLL
@@ -64,19 +62,12 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
       for (int x = 0; x < NV; ++x) acc[p][r][x] = vec::fmadd(kb, q[x], acc[p][r][x]);
     }
   };
-  const auto each = [&]<int... p>(std::integer_sequence<int, p...>, index_t end) ATTN_SIMD_LAMBDA {
-    ((d + p < end ? one.template operator()<p>(d + p) : void()), ...);
-  };
-  constexpr index_t every = std::remove_cvref_t<Step>::every;
-  static_assert(every % P == 0);
-  for (; d + every <= D;) {
-    step(d);
-    for (const index_t end = d + every; d < end; d += P)
-      each(std::make_integer_sequence<int, P>{}, D);
-  }
-  if (d < D) step(d);
-  for (; d + P <= D; d += P) each(std::make_integer_sequence<int, P>{}, D);
-  each(std::make_integer_sequence<int, P>{}, D);  // the last D % P
+  stepped<P>(D, step, [&](index_t d) ATTN_SIMD_LAMBDA {  // d .. d + P - 1 (the last: below D)
+    [&]<int... p>(std::integer_sequence<int, p...>) ATTN_SIMD_LAMBDA {
+      ((d + p < D ? one.template operator()<p>(d + p) : void()), ...);
+    }
+    (std::make_integer_sequence<int, P>{});
+  });
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
     ATTN_SIMD_UNROLL
