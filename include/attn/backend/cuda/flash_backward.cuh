@@ -78,6 +78,32 @@ __device__ __forceinline__ float row_dot(const float* a, const float* b) {
   return acc;
 }
 
+/// The query tile [i0, i0 + bwd_tile) of head h of batch row b: Q and dO rows into q_s,
+/// do_s, and per row D = rowsum(dO * O) into drow_s and lse * log2 e into lse2_s (zeros past
+/// Tq). Each warp computes the statistics of its bwd_rows rows.
+template <class T, int Width>
+__device__ __forceinline__ void load_query_tile(const flash_backward_params<T>& f, index_t b,
+                                                index_t h, index_t i0, float* q_s, float* do_s,
+                                                float* drow_s, float* lse2_s) {
+  constexpr int pitch = Width + 1;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  load_rows(q_s, pitch, Width, f.q.at(b, h), f.q.rs, f.q.cs, i0, f.Tq, f.D);
+  load_rows(do_s, pitch, Width, f.d_o.at(b, h), f.d_o.rs, f.d_o.cs, i0, f.Tq, f.Dv);
+  for (int r = warp * bwd_rows; r < (warp + 1) * bwd_rows; ++r) {
+    const index_t i = i0 + r;
+    float acc = 0.0f;
+    if (i < f.Tq)
+      for (int d = lane; d < f.Dv; d += 32)
+        acc += to_float(f.d_o.at(b, h)[i * f.d_o.rs + d * f.d_o.cs]) *
+               to_float(f.o.at(b, h)[i * f.o.rs + d * f.o.cs]);
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      drow_s[r] = acc;
+      lse2_s[r] = i < f.Tq ? f.lse[b * f.lse_s0 + h * f.lse_s1 + i * f.lse_s2] * log2e : 0.0f;
+    }
+  }
+}
+
 template <class T, int Chunks, bool Causal>
 __global__ void __launch_bounds__(32 * bwd_warps, 1)
     flash_backward_dq_kernel(flash_backward_params<T> f) {
@@ -98,21 +124,7 @@ __global__ void __launch_bounds__(32 * bwd_warps, 1)
   const index_t q_end = q0 + bwd_tile < f.Tq ? q0 + bwd_tile : f.Tq;
   const key_range span = vis.rows(q0, q_end), common = vis.common(q0, q_end);
 
-  load_rows(q_s, pitch, width, f.q.at(b, h), f.q.rs, f.q.cs, q0, f.Tq, f.D);
-  load_rows(do_s, pitch, width, f.d_o.at(b, h), f.d_o.rs, f.d_o.cs, q0, f.Tq, f.Dv);
-  for (int r = warp * bwd_rows; r < (warp + 1) * bwd_rows; ++r) {  // D and lse of the tile
-    const index_t i = q0 + r;
-    float acc = 0.0f;
-    if (i < f.Tq)
-      for (int d = lane; d < f.Dv; d += 32)
-        acc += to_float(f.d_o.at(b, h)[i * f.d_o.rs + d * f.d_o.cs]) *
-               to_float(f.o.at(b, h)[i * f.o.rs + d * f.o.cs]);
-    acc = warp_sum(acc);
-    if (lane == 0) {
-      drow_s[r] = acc;
-      lse2_s[r] = i < f.Tq ? f.lse[b * f.lse_s0 + h * f.lse_s1 + i * f.lse_s2] * log2e : 0.0f;
-    }
-  }
+  load_query_tile<T, width>(f, b, h, q0, q_s, do_s, drow_s, lse2_s);
   float acc[bwd_rows][Chunks] = {};
   float* my_ds = ds_s + warp * bwd_rows * bwd_tile;
   for (index_t j0 = span.begin; j0 < span.end; j0 += bwd_tile) {
@@ -193,21 +205,7 @@ __global__ void __launch_bounds__(32 * bwd_warps, 1)
       const key_range common = vis.common(i0, i_end);
       const bool edge = !(common.begin <= k0 && k0 + bwd_tile <= common.end) || k0 + bwd_tile > len;
       __syncthreads();  // the previous Q, dO tiles are done with
-      load_rows(q_s, pitch, width, f.q.at(b, h), f.q.rs, f.q.cs, i0, f.Tq, f.D);
-      load_rows(do_s, pitch, width, f.d_o.at(b, h), f.d_o.rs, f.d_o.cs, i0, f.Tq, f.Dv);
-      for (int r = warp * bwd_rows; r < (warp + 1) * bwd_rows; ++r) {
-        const index_t i = i0 + r;
-        float acc = 0.0f;
-        if (i < f.Tq)
-          for (int d = lane; d < f.Dv; d += 32)
-            acc += to_float(f.d_o.at(b, h)[i * f.d_o.rs + d * f.d_o.cs]) *
-                   to_float(f.o.at(b, h)[i * f.o.rs + d * f.o.cs]);
-        acc = warp_sum(acc);
-        if (lane == 0) {
-          drow_s[r] = acc;
-          lse2_s[r] = i < f.Tq ? f.lse[b * f.lse_s0 + h * f.lse_s1 + i * f.lse_s2] * log2e : 0.0f;
-        }
-      }
+      load_query_tile<T, width>(f, b, h, i0, q_s, do_s, drow_s, lse2_s);
       __syncthreads();
       const index_t i = i0 + lane;
       ATTN_CUDA_UNROLL

@@ -66,69 +66,20 @@ __global__ void __launch_bounds__(32 * f32_warps, 1)
   }
   const T* kp = f.k.at(b, hk * group);
   const T* vp = f.v.at(b, hk * group);
-  float m[8], l[8], acc[8][Chunks];
-  ATTN_CUDA_UNROLL
-  for (int r = 0; r < 8; ++r) {
-    m[r] = neg_inf;
-    l[r] = 0.0f;
-    ATTN_CUDA_UNROLL
-    for (int cc = 0; cc < Chunks; ++cc) acc[r][cc] = 0.0f;
-  }
+  fp32_rows<Chunks> st;
   const float* my_q = q_s + warp * 8 * pitch;
   float* my_p = p_s + warp * 8 * f32_keys;
+  const auto row_keys = [&](int r) {  // the chunk's keys the warp's row r sees
+    const int row = warp * 8 + r;
+    if (row >= rows) return key_range{0, 0};
+    const key_range keys = vis.row(row % f.Tq);
+    return key_range{keys.begin > chunk.begin ? keys.begin : chunk.begin,
+                     keys.end < chunk.end ? keys.end : chunk.end};
+  };
   for (index_t j0 = span.begin; j0 < span.end; j0 += f32_keys) {
-    __syncthreads();
-    for (int e = tid; e < f32_keys * D4; e += 32 * f32_warps) {
-      const int j = e / D4, d = e % D4;
-      kt_s[d * kt_pitch + j] =
-          j0 + j < span.end && d < D ? to_float(kp[(j0 + j) * f.k.rs + d * f.k.cs]) : 0.0f;
-    }
-    for (int e = tid; e < f32_keys * width; e += 32 * f32_warps) {
-      const int j = e / width, d = e % width;
-      v_s[j * pitch + d] =
-          j0 + j < span.end && d < Dv ? to_float(vp[(j0 + j) * f.v.rs + d * f.v.cs]) : 0.0f;
-    }
-    __syncthreads();
-    float s[8] = {};
-    for (int d = 0; d < D4; d += 4) {
-      const float k0 = kt_s[d * kt_pitch + lane], k1 = kt_s[(d + 1) * kt_pitch + lane],
-                  k2 = kt_s[(d + 2) * kt_pitch + lane], k3 = kt_s[(d + 3) * kt_pitch + lane];
-      ATTN_CUDA_UNROLL
-      for (int r = 0; r < 8; ++r) {
-        const float4 qv = load4(my_q + r * pitch + d);
-        s[r] = fmaf(qv.x, k0, fmaf(qv.y, k1, fmaf(qv.z, k2, fmaf(qv.w, k3, s[r]))));
-      }
-    }
-    const index_t j = j0 + lane;
     const bool edge = !(common.begin <= j0 && j0 + f32_keys <= common.end);
-    int lo[8], hi[8];  // tile-relative keys row r sees
-    ATTN_CUDA_UNROLL
-    for (int r = 0; r < 8; ++r) {
-      const int row = warp * 8 + r;
-      const key_range keys = vis.row(row % f.Tq);
-      const index_t b0 = keys.begin > chunk.begin ? keys.begin : chunk.begin;
-      const index_t b1 = keys.end < chunk.end ? keys.end : chunk.end;
-      lo[r] = int(b0 - j0 < 0 ? 0 : b0 - j0 > f32_keys ? f32_keys : b0 - j0);
-      hi[r] = int(b1 - j0 < lo[r] ? lo[r] : b1 - j0 > f32_keys ? f32_keys : b1 - j0);
-      if (row >= rows) lo[r] = hi[r] = 0;
-      s[r] *= f.scale_log2;
-      if (edge && (lane < lo[r] || lane >= hi[r])) s[r] = neg_inf;
-      const float m_new = fmaxf(m[r], warp_max(s[r]));
-      const float alpha = exp2f(m[r] - max_used(m_new));
-      const float p = exp2f(s[r] - max_used(m_new));
-      m[r] = m_new;
-      l[r] = fmaf(l[r], alpha, p);
-      ATTN_CUDA_UNROLL
-      for (int cc = 0; cc < Chunks; ++cc) acc[r][cc] *= alpha;
-      my_p[r * f32_keys + lane] = p;
-    }
-    (void)j;
-    __syncwarp();
-    if (edge)
-      fp32_values<true>(acc, my_p, v_s, pitch, lane, lo, hi);
-    else
-      fp32_values<false>(acc, my_p, v_s, pitch, lane, lo, hi);
-    __syncwarp();
+    fp32_key_tile(kp, f.k.rs, f.k.cs, vp, f.v.rs, f.v.cs, D, Dv, j0, span.end, edge, f.scale_log2,
+                  my_q, kt_s, v_s, my_p, row_keys, st);
   }
   ATTN_CUDA_UNROLL
   for (int r = 0; r < 8; ++r) {
@@ -138,12 +89,12 @@ __global__ void __launch_bounds__(32 * f32_warps, 1)
     const key_range keys = vis.row(i);
     const bool sees = (keys.begin > chunk.begin ? keys.begin : chunk.begin) <
                       (keys.end < chunk.end ? keys.end : chunk.end);
-    const softmax_end<float> end = finish_softmax_log2(sees, m[r], warp_sum(l[r]));
+    const softmax_end<float> end = finish_softmax_log2(sees, st.m[r], warp_sum(st.l[r]));
     const index_t H = index_t(gridDim.y) * group;
     const index_t at = ((c * index_t(gridDim.z) + b) * H + h) * f.Tq + i;
     ATTN_CUDA_UNROLL
     for (int cc = 0; cc < Chunks; ++cc)
-      if (lane + 32 * cc < Dv) w.o[at * Dv + lane + 32 * cc] = acc[r][cc] * end.scale;
+      if (lane + 32 * cc < Dv) w.o[at * Dv + lane + 32 * cc] = st.acc[r][cc] * end.scale;
     if (lane == 0) w.lse[at] = end.lse;
   }
 }

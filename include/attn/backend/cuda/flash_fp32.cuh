@@ -66,6 +66,88 @@ __device__ __forceinline__ void fp32_values(float (&acc)[8][Chunks], const float
   }
 }
 
+/// The running state of one warp's 8 query rows: maxima and sums (log2 units), and the output
+/// rows, lane owning columns lane + 32 c.
+template <int Chunks>
+struct fp32_rows {
+  float m[8], l[8], acc[8][Chunks];
+  __device__ __forceinline__ fp32_rows() {
+    ATTN_CUDA_UNROLL
+    for (int r = 0; r < 8; ++r) {
+      m[r] = neg_inf;
+      l[r] = 0.0f;
+      ATTN_CUDA_UNROLL
+      for (int c = 0; c < Chunks; ++c) acc[r][c] = 0.0f;
+    }
+  }
+};
+
+/// The key tile [j0, j0 + f32_keys) of a matrix K (rows k_rs, columns k_cs apart) and V, against
+/// one warp's 8 query rows my_q (rows 32 Chunks + 4 apart, scaled by scale_log2 on the scores).
+/// The block stages K^T in kt_s and V in v_s, zeros at keys from `end` on (a cache's unused tail
+/// is never read) and past D, Dv; then each warp takes its rows' scores, online softmax (P in
+/// my_p) and P V into st. row_keys(r): the keys the warp's row r sees; edge: some row does not
+/// see every key of the tile. Every thread of the block calls it.
+template <int Chunks, class T, class RowKeys>
+__device__ __forceinline__ void fp32_key_tile(const T* kp, index_t k_rs, index_t k_cs, const T* vp,
+                                              index_t v_rs, index_t v_cs, int D, int Dv, index_t j0,
+                                              index_t end, bool edge, float scale_log2,
+                                              const float* my_q, float* kt_s, float* v_s,
+                                              float* my_p, RowKeys&& row_keys,
+                                              fp32_rows<Chunks>& st) {
+  constexpr int width = 32 * Chunks, pitch = width + 4, kt_pitch = f32_keys + 1;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+  const int D4 = (D + 3) / 4 * 4;  // the score loop runs over 4 columns at a time
+  __syncthreads();                 // every warp is done with the previous K, V tiles
+  for (int e = tid; e < f32_keys * D4; e += 32 * f32_warps) {
+    const int j = e / D4, d = e % D4;
+    kt_s[d * kt_pitch + j] =
+        j0 + j < end && d < D ? to_float(kp[(j0 + j) * k_rs + d * k_cs]) : 0.0f;
+  }
+  for (int e = tid; e < f32_keys * width; e += 32 * f32_warps) {
+    const int j = e / width, d = e % width;
+    v_s[j * pitch + d] = j0 + j < end && d < Dv ? to_float(vp[(j0 + j) * v_rs + d * v_cs]) : 0.0f;
+  }
+  __syncthreads();
+  // s (8, BLK_K): lane = key; q rows as float4 broadcasts, K^T conflict-free.
+  float s[8] = {};
+  for (int d = 0; d < D4; d += 4) {
+    const float k0 = kt_s[d * kt_pitch + lane], k1 = kt_s[(d + 1) * kt_pitch + lane],
+                k2 = kt_s[(d + 2) * kt_pitch + lane], k3 = kt_s[(d + 3) * kt_pitch + lane];
+    ATTN_CUDA_UNROLL
+    for (int r = 0; r < 8; ++r) {
+      const float4 qv = load4(my_q + r * pitch + d);
+      s[r] = fmaf(qv.x, k0, fmaf(qv.y, k1, fmaf(qv.z, k2, fmaf(qv.w, k3, s[r]))));
+    }
+  }
+  int lo[8], hi[8];  // tile-relative keys row r sees
+  ATTN_CUDA_UNROLL
+  for (int r = 0; r < 8; ++r) {
+    const key_range keys = row_keys(r);
+    lo[r] = int(keys.begin - j0 < 0 ? 0 : keys.begin - j0 > f32_keys ? f32_keys : keys.begin - j0);
+    hi[r] = int(keys.end - j0 < lo[r]      ? lo[r]
+                : keys.end - j0 > f32_keys ? f32_keys
+                                           : keys.end - j0);
+    s[r] *= scale_log2;
+    if (edge && (lane < lo[r] || lane >= hi[r])) s[r] = neg_inf;
+    const float m_new = fmaxf(st.m[r], warp_max(s[r]));
+    // A row that has seen nothing finite yet exponentiates against 0: p = 0, alpha = 0 or 1.
+    const float alpha = exp2f(st.m[r] - max_used(m_new));
+    const float p = exp2f(s[r] - max_used(m_new));
+    st.m[r] = m_new;
+    st.l[r] = fmaf(st.l[r], alpha, p);
+    ATTN_CUDA_UNROLL
+    for (int c = 0; c < Chunks; ++c) st.acc[r][c] *= alpha;
+    my_p[r * f32_keys + lane] = p;
+  }
+  __syncwarp();
+  if (edge)
+    fp32_values<true>(st.acc, my_p, v_s, pitch, lane, lo, hi);
+  else
+    fp32_values<false>(st.acc, my_p, v_s, pitch, lane, lo, hi);
+  __syncwarp();  // my_p is rewritten by the next tile
+}
+
 template <int Chunks, bool Causal>
 __global__ void __launch_bounds__(32 * f32_warps, 1) flash_fp32_kernel(flash_params<float> f) {
   constexpr int width = 32 * Chunks;      // head dims padded with zeros
@@ -92,79 +174,26 @@ __global__ void __launch_bounds__(32 * f32_warps, 1) flash_fp32_kernel(flash_par
     const int r = e / D4, d = e % D4;
     q_s[r * pitch + d] = q0 + r < f.Tq && d < D ? qp[(q0 + r) * f.q.rs + d * f.q.cs] : 0.0f;
   }
-  float m[8], l[8], acc[8][Chunks];
-  ATTN_CUDA_UNROLL
-  for (int r = 0; r < 8; ++r) {
-    m[r] = neg_inf;
-    l[r] = 0.0f;
-    ATTN_CUDA_UNROLL
-    for (int c = 0; c < Chunks; ++c) acc[r][c] = 0.0f;
-  }
+  fp32_rows<Chunks> st;
   const float* my_q = q_s + warp * 8 * pitch;
   float* my_p = p_s + warp * 8 * f32_keys;
   for (index_t j0 = span.begin; j0 < span.end; j0 += f32_keys) {
-    __syncthreads();  // every warp is done with the previous K, V tiles
-    // Keys past the span are never read (a cache's unused tail may hold anything).
-    for (int e = tid; e < f32_keys * D4; e += 32 * f32_warps) {
-      const int j = e / D4, d = e % D4;
-      kt_s[d * kt_pitch + j] =
-          j0 + j < span.end && d < D ? kp[(j0 + j) * f.k.rs + d * f.k.cs] : 0.0f;
-    }
-    for (int e = tid; e < f32_keys * width; e += 32 * f32_warps) {
-      const int j = e / width, d = e % width;
-      v_s[j * pitch + d] = j0 + j < span.end && d < Dv ? vp[(j0 + j) * f.v.rs + d * f.v.cs] : 0.0f;
-    }
-    __syncthreads();
-    // s (8, BLK_K): lane = key; q rows as float4 broadcasts, K^T conflict-free.
-    float s[8] = {};
-    for (int d = 0; d < D4; d += 4) {
-      const float k0 = kt_s[d * kt_pitch + lane], k1 = kt_s[(d + 1) * kt_pitch + lane],
-                  k2 = kt_s[(d + 2) * kt_pitch + lane], k3 = kt_s[(d + 3) * kt_pitch + lane];
-      ATTN_CUDA_UNROLL
-      for (int r = 0; r < 8; ++r) {
-        const float4 qv = load4(my_q + r * pitch + d);
-        s[r] = fmaf(qv.x, k0, fmaf(qv.y, k1, fmaf(qv.z, k2, fmaf(qv.w, k3, s[r]))));
-      }
-    }
     const bool edge = !(common.begin <= j0 && j0 + f32_keys <= common.end);
-    int lo[8], hi[8];  // tile-relative keys row r sees (edge tiles)
-    ATTN_CUDA_UNROLL
-    for (int r = 0; r < 8; ++r) {
-      const key_range keys = vis.row(q0 + warp * 8 + r);
-      lo[r] = int(keys.begin - j0 < 0          ? 0
-                  : keys.begin - j0 > f32_keys ? f32_keys
-                                               : keys.begin - j0);
-      hi[r] = int(keys.end - j0 < lo[r]      ? lo[r]
-                  : keys.end - j0 > f32_keys ? f32_keys
-                                             : keys.end - j0);
-      s[r] *= f.scale_log2;
-      if (edge && (lane < lo[r] || lane >= hi[r])) s[r] = neg_inf;
-      const float m_new = fmaxf(m[r], warp_max(s[r]));
-      // A row that has seen nothing finite yet exponentiates against 0: p = 0, alpha = 0 or 1.
-      const float alpha = exp2f(m[r] - max_used(m_new));
-      const float p = exp2f(s[r] - max_used(m_new));
-      m[r] = m_new;
-      l[r] = fmaf(l[r], alpha, p);
-      ATTN_CUDA_UNROLL
-      for (int c = 0; c < Chunks; ++c) acc[r][c] *= alpha;
-      my_p[r * f32_keys + lane] = p;
-    }
-    __syncwarp();
-    if (edge)
-      fp32_values<true>(acc, my_p, v_s, pitch, lane, lo, hi);
-    else
-      fp32_values<false>(acc, my_p, v_s, pitch, lane, lo, hi);
-    __syncwarp();  // p_s is rewritten by the next tile
+    fp32_key_tile(
+        kp, f.k.rs, f.k.cs, vp, f.v.rs, f.v.cs, D, Dv, j0, span.end, edge, f.scale_log2, my_q, kt_s,
+        v_s, my_p, [&](int r) { return vis.row(q0 + warp * 8 + r); }, st);
   }
   float* op = f.o.at(b, h);
   ATTN_CUDA_UNROLL
   for (int r = 0; r < 8; ++r) {
     const index_t i = q0 + warp * 8 + r;
-    const softmax_end<float> end = finish_softmax_log2(!vis.row(i).empty(), m[r], warp_sum(l[r]));
+    const softmax_end<float> end =
+        finish_softmax_log2(!vis.row(i).empty(), st.m[r], warp_sum(st.l[r]));
     if (i < f.Tq) {
       ATTN_CUDA_UNROLL
       for (int c = 0; c < Chunks; ++c)
-        if (lane + 32 * c < Dv) op[i * f.o.rs + (lane + 32 * c) * f.o.cs] = acc[r][c] * end.scale;
+        if (lane + 32 * c < Dv)
+          op[i * f.o.rs + (lane + 32 * c) * f.o.cs] = st.acc[r][c] * end.scale;
       if (f.lse != nullptr && lane == 0) *f.lse_at(b, h, i) = end.lse;
     }
   }
