@@ -22,4 +22,17 @@ struct narrower_isa_only : ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const environment =
     ::testing::AddGlobalTestEnvironment(new narrower_isa_only);
 
+// Only the three exact names choose a set: an empty or mistyped ATTN_CPU_ISA leaves the
+// widest in place instead of the scalar code.
+TEST(CpuIsa, OnlyExactNamesChooseASet) {
+  using attn::cpu_detail::isa;
+  using attn::cpu_detail::parse_isa;
+  EXPECT_EQ(parse_isa("generic"), isa::generic);
+  EXPECT_EQ(parse_isa("avx2"), isa::avx2);
+  EXPECT_EQ(parse_isa("avx512"), isa::avx512);
+  for (const char* other : {"", "AVX2", "avx-512", "avx2 ", "scalar", "avx"})
+    EXPECT_FALSE(parse_isa(other).has_value()) << "'" << other << "'";
+  EXPECT_FALSE(parse_isa(nullptr).has_value());
+}
+
 }  // namespace

@@ -2,8 +2,11 @@
 /// \file
 /// Which vector instruction set the CPU backend's kernels use, chosen at run time.
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 namespace attn::cpu_detail {
 
@@ -20,19 +23,31 @@ inline isa widest_isa() {
   return best;
 }
 
-/// The instruction set the environment variable ATTN_CPU_ISA=generic|avx2|avx512 asks for (for
-/// testing every path on one machine), or `fallback` where it is not set.
-inline isa requested_isa(isa fallback) {
-  const char* want = std::getenv("ATTN_CPU_ISA");
-  if (want == nullptr) return fallback;
-  return std::strcmp(want, "avx512") == 0 ? isa::avx512
-         : std::strcmp(want, "avx2") == 0 ? isa::avx2
-                                          : isa::generic;
+/// The instruction set named `want`: "generic", "avx2" or "avx512"; none for a null pointer or
+/// any other name.
+inline std::optional<isa> parse_isa(const char* want) {
+  if (want == nullptr) return std::nullopt;
+  for (const auto& [name, set] : {std::pair{"generic", isa::generic}, std::pair{"avx2", isa::avx2},
+                                  std::pair{"avx512", isa::avx512}})
+    if (std::strcmp(want, name) == 0) return set;
+  return std::nullopt;
 }
 
-/// The widest instruction set this CPU supports, lowered by ATTN_CPU_ISA. Read once.
+/// The instruction set the environment variable ATTN_CPU_ISA=generic|avx2|avx512 asks for (for
+/// testing every path on one machine), or `fallback` where it is unset or names none of those
+/// (a mistyped or empty value must not drop the kernels to scalar code).
+inline isa requested_isa(isa fallback) {
+  return parse_isa(std::getenv("ATTN_CPU_ISA")).value_or(fallback);
+}
+
+/// The widest instruction set this CPU supports, lowered by ATTN_CPU_ISA. Read once; a value
+/// that names no instruction set is reported on stderr, once, and ignored.
 inline isa active_isa() {
   static const isa chosen = [] {
+    const char* want = std::getenv("ATTN_CPU_ISA");
+    if (want != nullptr && *want != '\0' && !parse_isa(want))
+      std::fprintf(stderr, "attn: ATTN_CPU_ISA=%s names none of generic, avx2, avx512: ignored\n",
+                   want);
     const isa best = widest_isa(), asked = requested_isa(best);
     return asked < best ? asked : best;
   }();
