@@ -33,36 +33,50 @@ attn::host_tensor<T, R> random_tensor(const attn::dims<R>& e, double amp = 1.0) 
 
 /// Runs body() once per benchmark iteration, timing real (wall-clock) time itself, and sets
 ///   GFLOP/s        the mean rate over all iterations;
-///   roof           the fp32 FMA roof for `threads` threads (GFLOP/s), sampled right before
-///                  and right after every iteration (outside the benchmark's timing), median;
-///   pct_peak       the median over iterations of 100 * (its rate) / (its roof);
-///   pct_peak_best  100 * (the fastest iteration's rate) / (the highest roof sample).
-/// The host is shared: in some periods other tenants' cache and memory traffic slow the
-/// kernels by up to a third while the register-only FMA roof barely moves, so the median mixes
-/// both kinds of period. flops == 0 reports only the time.
+///   roof           the fp32 FMA roof for `threads` threads (GFLOP/s), sampled before and after
+///                  every window of back-to-back iterations (outside the benchmark's timing),
+///                  median;
+///   pct_peak       the median over windows of 100 * (the window's rate) / (its roof);
+///   pct_peak_best  100 * (the fastest window's rate) / (the highest roof sample).
+/// The host is shared and its speed drifts by tens of percent over seconds, so the roof is
+/// sampled next to the kernel; but a call timed right after a roof sample (about 5 ms away from
+/// its data, its pool's workers asleep) read up to 30 % slow: T 256 causal took 1.66 ms there
+/// against 1.20 ms back to back (Zen 4), and the benchmark then disagreed with direct timing.
+/// So iterations run back to back in windows of about `window` seconds between roof samples,
+/// and a window of short calls starts with one untimed call. flops == 0 reports only the time.
 template <class F>
 void timed(benchmark::State& st, double flops, int threads, F&& body) {
-  double seconds = 0, best_rate = 0;
+  constexpr double window = 0.1, short_call = 0.05;  // seconds
+  double seconds = 0, best_rate = 0, before = 0, span = 0, last = 0;
+  long calls = 0;  // in the open window
   std::vector<double> roofs, ratios;
+  const auto close_window = [&] {
+    const double roof = (before + attn::bench::roof_sample(threads)) / 2,
+                 rate = flops * calls / span;
+    roofs.push_back(roof);
+    ratios.push_back(rate / roof);
+    best_rate = std::max(best_rate, rate);
+    calls = 0, span = 0;
+  };
   for (auto _ : st) {
-    double before = 0;
-    if (flops > 0) {
+    if (flops > 0 && calls == 0) {
       st.PauseTiming();
       before = attn::bench::roof_sample(threads);
+      if (last < short_call) body();  // warms caches and workers; untimed
       st.ResumeTiming();
     }
     const auto t0 = std::chrono::steady_clock::now();
     body();
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    seconds += t;
-    if (flops == 0) continue;
-    st.PauseTiming();
-    roofs.push_back((before + attn::bench::roof_sample(threads)) / 2);
-    ratios.push_back(flops / t / roofs.back());
-    best_rate = std::max(best_rate, flops / t);
-    st.ResumeTiming();
+    last = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += last, span += last, ++calls;
+    if (flops > 0 && span >= window) {
+      st.PauseTiming();
+      close_window();
+      st.ResumeTiming();
+    }
   }
   if (flops == 0 || seconds == 0) return;
+  if (calls > 0) close_window();  // (the benchmark's timing has stopped)
   const auto median = [](std::vector<double> x) {
     std::nth_element(x.begin(), x.begin() + std::ptrdiff_t(x.size() / 2), x.end());
     return x[x.size() / 2];
