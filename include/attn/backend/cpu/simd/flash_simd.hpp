@@ -167,7 +167,7 @@ struct vec {
   using reg = __m256;
   using mask = __m256;  ///< all ones in selected lanes
   static constexpr int lanes = 8, nq = 2, rk = 6;
-  static constexpr index_t bk = 128, bq_backward = 64, bk_backward = 64;
+  static constexpr index_t bk = 256, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm256_load_ps(p); }
   static reg loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
@@ -303,7 +303,7 @@ struct vec {
   using reg = __m512;
   using mask = __mmask16;
   static constexpr int lanes = 16, nq = 4, rk = 6;
-  static constexpr index_t bk = 128, bq_backward = 64, bk_backward = 64;
+  static constexpr index_t bk = 256, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm512_load_ps(p); }
   static reg loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
