@@ -242,7 +242,13 @@ cudaError_t launch(const void* kernel, dim3 grid, dim3 block, std::size_t shared
   if (current_block) fail("a kernel launched a kernel: dynamic parallelism is not emulated");
   const std::size_t n = std::size_t{block.x} * block.y * block.z;
   const std::size_t blocks = std::size_t{grid.x} * grid.y * grid.z;
-  if (n == 0 || n > 1024 || block.z > 64 || blocks == 0 || grid.y > 65535 || grid.z > 65535) {
+  // More than 1024 threads: an H200 with CUDA 13.0 (driver 580) answered cudaErrorInvalidValue,
+  // not the cudaErrorInvalidConfiguration of older runtimes; the emulator answers as it did.
+  if (n > 1024) {
+    set_last_error(cudaErrorInvalidValue);
+    return cudaErrorInvalidValue;
+  }
+  if (n == 0 || block.z > 64 || blocks == 0 || grid.y > 65535 || grid.z > 65535) {
     set_last_error(cudaErrorInvalidConfiguration);
     return cudaErrorInvalidConfiguration;
   }
