@@ -70,9 +70,11 @@ struct flash_tile {
   }
 };
 
-/// st[r] = sum_d krow[r][d] * qt[d] for R key rows, query vectors N0..nq-1.
+/// st[r] = sum_d krow[r][d] * qt[d] for R key rows, query vectors N0..nq-1; with `mx`, also
+/// mx[n] = max(mx[n], st[r] lanes of vector n) (blocks where every lane sees every key).
 template <int R, int N0>
-ATTN_SIMD_INLINE void score_rows(const float* const* krow, index_t D, const float* qt, float* st) {
+ATTN_SIMD_INLINE void score_rows(const float* const* krow, index_t D, const float* qt, float* st,
+                                 reg* mx = nullptr) {
   reg acc[R][nq];
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
@@ -93,7 +95,10 @@ ATTN_SIMD_INLINE void score_rows(const float* const* krow, index_t D, const floa
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
     ATTN_SIMD_UNROLL
-    for (int n = N0; n < nq; ++n) vec::store(st + r * bq + n * lanes, acc[r][n]);
+    for (int n = N0; n < nq; ++n) {
+      vec::store(st + r * bq + n * lanes, acc[r][n]);
+      if (mx != nullptr) mx[n] = vec::max(mx[n], acc[r][n]);
+    }
   }
 }
 
@@ -276,10 +281,15 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
   const index_t Dv = h.Dv;
   const index_t D = h.D;
   const block_view bv = view_block(h, t.i0, t.rows, j0, n_keys, w);
+  reg mx[nq], m_use[nq], sum[nq];
+  ATTN_SIMD_UNROLL
+  for (int n = 0; n < nq; ++n) mx[n] = vec::load(t.m + n * lanes);
   in_groups(n_keys, [&]<int R>(index_t jj) ATTN_SIMD_LAMBDA {
     const float* krow[R];
     ATTN_SIMD_UNROLL
     for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
+    // A block every lane sees whole takes its maxima as the scores leave the registers.
+    if (!bv.edge) return score_rows<R, 0>(krow, D, t.qt, w.st + jj * bq, mx);
     int n0 = 0;  // vectors that see none of these keys are skipped
     while (n0 < nq - 1 && bv.lim[n0] <= jj) ++n0;
     [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
@@ -299,15 +309,14 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
         vec::store(s, vec::select(vec::between(float(jj), bv.lo[n], bv.hi[n]), vec::load(s),
                                   vec::set1(-inf)));
       }
-  reg mx[nq], m_use[nq], sum[nq];
-  ATTN_SIMD_UNROLL
-  for (int n = 0; n < nq; ++n) mx[n] = vec::load(t.m + n * lanes);
-  by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
-    for (index_t jj = begin; jj < end; ++jj) {
-      ATTN_SIMD_UNROLL
-      for (int n = N0; n < nq; ++n) mx[n] = vec::max(mx[n], vec::load(w.st + jj * bq + n * lanes));
-    }
-  });
+  if (bv.edge)
+    by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+      for (index_t jj = begin; jj < end; ++jj) {
+        ATTN_SIMD_UNROLL
+        for (int n = N0; n < nq; ++n)
+          mx[n] = vec::max(mx[n], vec::load(w.st + jj * bq + n * lanes));
+      }
+    });
   ATTN_SIMD_UNROLL
   for (int n = 0; n < nq; ++n) {
     m_use[n] = vec::replace_neg_inf(mx[n], 0.0f);  // all masked so far
