@@ -167,7 +167,7 @@ struct vec {
   using reg = __m256;
   using mask = __m256;  ///< all ones in selected lanes
   static constexpr int lanes = 8, nq = 2, rk = 6;
-  static constexpr index_t bk = 256, bq_backward = 64, bk_backward = 64;
+  static constexpr index_t bk = 512, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm256_load_ps(p); }
   static reg loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
@@ -266,15 +266,17 @@ struct vec {
   static reg replace_neg_inf(reg x, float value) {
     return _mm256_blendv_ps(x, set1(value), _mm256_cmp_ps(x, set1(-__builtin_inff()), _CMP_EQ_OQ));
   }
-  /// 2^x for x <= 0: exactly 0 for x < -100 (-inf included), NaN for NaN.
+  /// 2^x for x <= 0: exactly 0 for x < -100 (-inf included), NaN for NaN. 2^floor(x) is
+  /// added to the exponent of 2^f in [1, 2) as an integer (exact, as a product would be, for
+  /// x >= -100); lanes below are flushed whatever they computed. A NaN converts to the integer
+  /// 0x80000000, whose shifted value 0 leaves the NaN a NaN.
   static reg exp2(reg x) {
     const reg flush = _mm256_cmp_ps(x, set1(exp2_cutoff), _CMP_LT_OQ);  // false for NaN
-    x = _mm256_max_ps(set1(exp2_cutoff), x);  // max returns its second operand for NaN
     const reg n = _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     const reg f = sub(x, n);
-    const __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_andnot_ps(flush, mul(ATTN_SIMD_EXP2_POLY(vec, f), _mm256_castsi256_ps(e)));
+    const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
+    const __m256i p = _mm256_castps_si256(ATTN_SIMD_EXP2_POLY(vec, f));
+    return _mm256_andnot_ps(flush, _mm256_castsi256_ps(_mm256_add_epi32(p, e)));
   }
 };
 #define ATTN_SIMD_NS avx2
