@@ -284,12 +284,21 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
   reg mx[nq], m_use[nq], sum[nq];
   ATTN_SIMD_UNROLL
   for (int n = 0; n < nq; ++n) mx[n] = vec::load(t.m + n * lanes);
-  in_groups(n_keys, [&]<int R>(index_t jj) ATTN_SIMD_LAMBDA {
+  // Keys [0, fused) that every lane sees take their maxima as the scores leave the registers:
+  // a whole block, or the groups of keys before an edge block's first hidden key. (Two loops:
+  // one branch inside a single loop costs the AVX2 tiles their registers.)
+  const index_t fused = !bv.edge ? n_keys : bv.lower ? 0 : bv.full[0] / vec::rk * vec::rk;
+  in_groups(fused, [&]<int R>(index_t jj) ATTN_SIMD_LAMBDA {
     const float* krow[R];
     ATTN_SIMD_UNROLL
     for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
-    // A block every lane sees whole takes its maxima as the scores leave the registers.
-    if (!bv.edge) return score_rows<R, 0>(krow, D, t.qt, w.st + jj * bq, mx);
+    score_rows<R, 0>(krow, D, t.qt, w.st + jj * bq, mx);
+  });
+  in_groups(n_keys - fused, [&]<int R>(index_t j) ATTN_SIMD_LAMBDA {
+    const index_t jj = fused + j;
+    const float* krow[R];
+    ATTN_SIMD_UNROLL
+    for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
     int n0 = 0;  // vectors that see none of these keys are skipped
     while (n0 < nq - 1 && bv.lim[n0] <= jj) ++n0;
     [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
@@ -311,7 +320,7 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
       }
   if (bv.edge)
     by_visibility(bv.lim, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
-      for (index_t jj = begin; jj < end; ++jj) {
+      for (index_t jj = std::max(begin, fused); jj < end; ++jj) {
         ATTN_SIMD_UNROLL
         for (int n = N0; n < nq; ++n)
           mx[n] = vec::max(mx[n], vec::load(w.st + jj * bq + n * lanes));
