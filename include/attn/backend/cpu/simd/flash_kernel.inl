@@ -16,9 +16,10 @@
 // [lo_i, hi_i); lim[n] (the last lane's hi) bounds what vector n computes at all, full[n]
 // (the first lane's hi) what all its lanes see. Keys at or past lim[n] are never computed,
 // exponentiated or accumulated for vector n, so a block that the causal diagonal crosses costs
-// about half a full one; keys some lanes of a vector do not see are masked to -inf in the
-// scores and left out of the P V sums by masked FMAs, so a NaN or Inf stored at a hidden key or
-// value never reaches a row (0 x NaN would).
+// about half a full one. Keys some lanes of a vector do not see are masked to -inf in the
+// scores, so their p is exactly 0 there and plain FMAs add exact zeros for their values; only
+// a block where such a value is NaN or Inf leaves them out by masked FMAs, so a NaN or Inf
+// stored at a hidden key or value never reaches a row (0 x NaN would).
 //
 // Sums over long key ranges are hierarchical: each key block's P V and row sums start from
 // zero and are added into the running ot and l with a compensated (Kahan) addition, so 2^26
@@ -119,6 +120,7 @@ struct block_view {
   index_t lim[nq], full[nq];  // full[n] <= lim[n], both nondecreasing in n
   bool edge;                  // some lane does not see some key [0, lim)
   bool lower;                 // some lane does not see the block's first keys
+  bool masked;                // P V needs masked FMAs (an edge block with a non-finite value)
   reg lo[nq], hi[nq];         // per lane, block-relative (edge blocks only)
 };
 
@@ -144,19 +146,21 @@ ATTN_SIMD_INLINE void value_masked_all(const float* v, index_t vs, const block_v
 }
 
 /// The block's P V for R value columns, added into ot (first rescaled by alpha unless null)
-/// by a compensated addition.
+/// by a compensated addition; on the tile's first block (`first`), stored as ot.
 template <int R>
 ATTN_SIMD_INLINE void value_rows(const float* v, index_t vs, const block_view& bv, const float* st,
-                                 const float* alpha, float* ot, float* ot_lo) {
+                                 const float* alpha, bool first, float* ot, float* ot_lo) {
   reg acc[R][nq];
   ATTN_SIMD_UNROLL
   for (int n = 0; n < nq; ++n) {
     ATTN_SIMD_UNROLL
     for (int r = 0; r < R; ++r) acc[r][n] = vec::zero();
   }
-  // Keys every lane of vectors N0.. sees: plain FMAs.
-  if (!bv.lower)
-    by_visibility(bv.full, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
+  // Keys that vectors N0.. compute (or, with masked FMAs to come, that all their lanes see):
+  // plain FMAs.
+  const index_t* plain = bv.masked ? bv.full : bv.lim;
+  if (!bv.masked || !bv.lower)
+    by_visibility(plain, [&]<int N0>(index_t begin, index_t end) ATTN_SIMD_LAMBDA {
       for (index_t j = begin; j < end; ++j) {
         reg p[nq];
         ATTN_SIMD_UNROLL
@@ -171,13 +175,18 @@ ATTN_SIMD_INLINE void value_rows(const float* v, index_t vs, const block_view& b
       }
     });
   // Keys only some lanes see: masked FMAs, vector by vector.
-  if (bv.edge) value_masked_all<R>(v, vs, bv, st, acc, std::make_integer_sequence<int, nq>{});
+  if (bv.masked) value_masked_all<R>(v, vs, bv, st, acc, std::make_integer_sequence<int, nq>{});
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
     ATTN_SIMD_UNROLL
     for (int n = 0; n < nq; ++n) {
       float* hi = ot + r * bq + n * lanes;
       float* lo = ot_lo + r * bq + n * lanes;
+      if (first) {
+        vec::store(hi, acc[r][n]);
+        vec::store(lo, vec::zero());
+        continue;
+      }
       reg h = vec::load(hi), c = vec::load(lo);
       if (alpha != nullptr) {
         const reg a = vec::load(alpha + n * lanes);
@@ -201,6 +210,24 @@ ATTN_SIMD_INLINE void in_groups(index_t count, F&& f) {
     ((count - i == R + 1 ? f.template operator()<R + 1>(i) : void()), ...);
   }
   (std::make_integer_sequence<int, G - 1>{});
+}
+
+/// Whether rows [begin, end) of V (Dv floats each, vs apart) hold only finite values.
+ATTN_SIMD_INLINE bool rows_finite(const float* v, index_t vs, index_t Dv, index_t begin,
+                                  index_t end) {
+  const reg zero = vec::zero();
+  reg acc[4] = {zero, zero, zero, zero};  // x * 0 + acc: NaN once an x is NaN or Inf
+  for (index_t j = begin; j < end; ++j) {
+    const float* vj = v + j * vs;
+    index_t c = 0;
+    for (; c + 4 * lanes <= Dv; c += 4 * lanes) {
+      ATTN_SIMD_UNROLL
+      for (int x = 0; x < 4; ++x) acc[x] = vec::fmadd(vec::loadu(vj + c + x * lanes), zero, acc[x]);
+    }
+    for (; c < Dv; c += lanes)
+      acc[0] = vec::fmadd(vec::load_n(vj + c, int(std::min<index_t>(lanes, Dv - c))), zero, acc[0]);
+  }
+  return vec::all_equal(vec::add(vec::add(acc[0], acc[1]), vec::add(acc[2], acc[3])), 0.0f);
 }
 
 /// Prefetches the line at p into L1 (`to_l1`) or L2.
@@ -267,7 +294,7 @@ ATTN_SIMD_INLINE void tile_start(const flash_head& h, const flash_tile& t) {
         if (c < cols) vec::store(t.qt + (d0 + c) * bq + first, x[c]);
     }
   }
-  std::fill_n(t.ot, 2 * Dv * bq, 0.0f);  // ot and ot_lo
+  if (t.span.empty()) std::fill_n(t.ot, 2 * Dv * bq, 0.0f);  // (else the first block stores)
   std::fill_n(t.m, bq, -inf);
   std::fill_n(t.l, 2 * bq, 0.0f);  // l and l_lo
 }
@@ -280,7 +307,11 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
   constexpr float inf = __builtin_inff();
   const index_t Dv = h.Dv;
   const index_t D = h.D;
-  const block_view bv = view_block(h, t.i0, t.rows, j0, n_keys, w);
+  block_view bv = view_block(h, t.i0, t.rows, j0, n_keys, w);
+  // A key that some lanes of a vector do not see has p = 0 in those lanes, so plain FMAs add
+  // exact zeros unless its value is NaN or Inf (0 x Inf = NaN must not reach a row that does
+  // not see it): those blocks alone take the masked FMAs.
+  bv.masked = bv.edge && !rows_finite(vb, vbs, Dv, bv.lower ? 0 : bv.full[0], bv.lim[nq - 1]);
   reg mx[nq], m_use[nq], sum[nq];
   ATTN_SIMD_UNROLL
   for (int n = 0; n < nq; ++n) mx[n] = vec::load(t.m + n * lanes);
@@ -356,8 +387,8 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
     vec::store(t.m + c, mx[n]);
   }
   in_groups(Dv, [&]<int R>(index_t dv) ATTN_SIMD_LAMBDA {
-    value_rows<R>(vb + dv, vbs, bv, w.st, rescale ? w.alpha : nullptr, t.ot + dv * bq,
-                  t.ot_lo + dv * bq);
+    value_rows<R>(vb + dv, vbs, bv, w.st, rescale ? w.alpha : nullptr, j0 == t.span.begin,
+                  t.ot + dv * bq, t.ot_lo + dv * bq);
   });
 }
 
