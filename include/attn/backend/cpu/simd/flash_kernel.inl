@@ -466,6 +466,12 @@ ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index
   // a fused QKV buffer map every row to the same few L1 sets.
   const bool pack_k = h.ks != D, pack_v = h.vs != Dv;
   const index_t chunk = chunk_keys(D, Dv);
+  // The next block is prefetched while one computes only where K and V come from L3 or
+  // memory: on the head's first item on this thread (into L1), or when the head's K and V
+  // (over 1 MiB) cannot stay in L2 between items. Otherwise the prefetches only cost (2 % of
+  // a T 1024 forward on a Xeon).
+  const bool fetch =
+      cold_kv || span.size() * (D + Dv) * index_t(sizeof(float)) > (index_t(1) << 20);
   for (index_t c0 = span.begin; c0 < span.end; c0 += chunk) {
     const index_t c1 = std::min(c0 + chunk, span.end);
     bool first = true;  // no tile has computed in this chunk yet
@@ -477,7 +483,7 @@ ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index
         const float* kb = h.k + j0 * h.ks;
         const float* vb = h.v + j0 * h.vs;
         index_t kbs = h.ks, vbs = h.vs;
-        for (index_t j = j0 + bk; first && j < std::min(j0 + 2 * bk, span.end); ++j) {
+        for (index_t j = j0 + bk; fetch && first && j < std::min(j0 + 2 * bk, span.end); ++j) {
           for (index_t d = 0; d < D; d += 16) prefetch(h.k + j * h.ks + d, cold_kv);
           for (index_t d = 0; d < Dv; d += 16) prefetch(h.v + j * h.vs + d, cold_kv);
         }

@@ -305,7 +305,7 @@ struct vec {
   using reg = __m512;
   using mask = __mmask16;
   static constexpr int lanes = 16, nq = 4, rk = 6;
-  static constexpr index_t bk = 256, bq_backward = 64, bk_backward = 64;
+  static constexpr index_t bk = 512, bq_backward = 64, bk_backward = 64;
   static reg load(const float* p) { return _mm512_load_ps(p); }
   static reg loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
