@@ -299,11 +299,27 @@ ATTN_SIMD_INLINE void tile_start(const flash_head& h, const flash_tile& t) {
   std::fill_n(t.l, 2 * bq, 0.0f);  // l and l_lo
 }
 
+/// Rows [at, end) of K and V, prefetched while a block computes (the next block's), a few with
+/// each group of keys scored, so that the fetches overlap the arithmetic instead of filling the
+/// core's miss buffers in one burst.
+struct row_prefetch {
+  const flash_head* h;
+  index_t first, at, end;
+  bool to_l1;
+  /// Prefetches the rows before first + n.
+  ATTN_SIMD_INLINE void upto(index_t n) {
+    for (const index_t until = std::min(first + n, end); at < until; ++at) {
+      for (index_t d = 0; d < h->D; d += 16) prefetch(h->k + at * h->ks + d, to_l1);
+      for (index_t d = 0; d < h->Dv; d += 16) prefetch(h->v + at * h->vs + d, to_l1);
+    }
+  }
+};
+
 /// The key block [j0, j0 + n_keys) for tile t: scores, online softmax, P V. K and V rows of
-/// the block at kb, vb with row strides kbs, vbs.
+/// the block at kb, vb with row strides kbs, vbs; `next` is fetched as the scores go.
 ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index_t j0,
                                  index_t n_keys, const float* kb, index_t kbs, const float* vb,
-                                 index_t vbs, const flash_scratch& w) {
+                                 index_t vbs, const flash_scratch& w, row_prefetch& next) {
   constexpr float inf = __builtin_inff();
   const index_t Dv = h.Dv;
   const index_t D = h.D;
@@ -323,6 +339,7 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
     const float* krow[R];
     ATTN_SIMD_UNROLL
     for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
+    next.upto(jj + R);
     score_rows<R, 0>(krow, D, t.qt, w.st + jj * bq, mx);
   });
   in_groups(n_keys - fused, [&]<int R>(index_t j) ATTN_SIMD_LAMBDA {
@@ -330,6 +347,7 @@ ATTN_SIMD_INLINE void tile_block(const flash_head& h, const flash_tile& t, index
     const float* krow[R];
     ATTN_SIMD_UNROLL
     for (int r = 0; r < R; ++r) krow[r] = kb + (jj + r) * kbs;
+    next.upto(jj + R);
     int n0 = 0;  // vectors that see none of these keys are skipped
     while (n0 < nq - 1 && bv.lim[n0] <= jj) ++n0;
     [&]<int... N0>(std::integer_sequence<int, N0...>) ATTN_SIMD_LAMBDA {
@@ -483,10 +501,9 @@ ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index
         const float* kb = h.k + j0 * h.ks;
         const float* vb = h.v + j0 * h.vs;
         index_t kbs = h.ks, vbs = h.vs;
-        for (index_t j = j0 + bk; fetch && first && j < std::min(j0 + 2 * bk, span.end); ++j) {
-          for (index_t d = 0; d < D; d += 16) prefetch(h.k + j * h.ks + d, cold_kv);
-          for (index_t d = 0; d < Dv; d += 16) prefetch(h.v + j * h.vs + d, cold_kv);
-        }
+        // (the first tile in the chunk fetches the next block: the others find it in L2)
+        const index_t f0 = j0 + bk, f1 = fetch && first ? std::min(f0 + bk, span.end) : f0;
+        row_prefetch next{&h, f0, f0, f1, cold_kv};
         if (pack_k) {
           for (index_t j = 0; j < n_keys; ++j) std::copy_n(kb + j * h.ks, D, w.kv + j * D);
           kb = w.kv;
@@ -498,7 +515,8 @@ ATTN_SIMD_NOINLINE inline void flash_item(const flash_head& h, index_t i0, index
           vb = w.kv + bk * D;
           vbs = Dv;
         }
-        tile_block(h, tile, j0, n_keys, kb, kbs, vb, vbs, w);
+        tile_block(h, tile, j0, n_keys, kb, kbs, vb, vbs, w, next);
+        next.upto(bk);  // (the rows past a shorter block's)
       }
       first = first && tile.next == before;
     }
