@@ -452,7 +452,8 @@ ATTN_SIMD_INLINE void tile_finish(const flash_head& h, const flash_tile& t,
   }
 }
 
-/// Keys per chunk of an item: K and V rows of about 128 KiB, whole blocks.
+/// Keys per chunk of an item: whole blocks of K and V rows, about 128 KiB of them or one block
+/// where that is more (512 keys, 256 KiB, at D = Dv = 64).
 ATTN_SIMD_INLINE index_t chunk_keys(index_t D, index_t Dv) {
   return std::max(
       bk, (index_t(128) << 10) / (index_t(sizeof(float)) * std::max<index_t>(1, D + Dv)) / bk * bk);
@@ -460,7 +461,7 @@ ATTN_SIMD_INLINE index_t chunk_keys(index_t D, index_t Dv) {
 
 /// One work item: queries [i0, i0 + rows) of one (batch, head), in query tiles of BQ rows
 /// (rows <= flash_item_tiles(bq, D, Dv) BQ). The tiles go through the keys together, one
-/// chunk of about 128 KiB of K and V rows at a time: the first tile brings the chunk into L2
+/// chunk of K and V rows (chunk_keys) at a time: the first tile brings the chunk into L2
 /// (prefetching the next block as it goes) and the others find it there, so each K/V row
 /// comes from L3 or memory once per item, not once per tile. Each tile still computes its
 /// own blocks in its own order, so its results do not depend on the grouping. `cold_kv`:
