@@ -157,15 +157,6 @@ ATTN_SIMD_INLINE void pack(const float* src, index_t rs, index_t rows, index_t c
     }
 }
 
-/// Whether n contiguous floats are all finite (x * 0 is 0 for finite x, NaN for NaN and Inf).
-ATTN_SIMD_INLINE bool all_finite(const float* p, index_t n) {
-  reg acc = vec::zero();
-  index_t i = 0;
-  for (; i + lanes <= n; i += lanes) acc = vec::add(acc, vec::mul(vec::loadu(p + i), vec::zero()));
-  if (i < n) acc = vec::add(acc, vec::mul(vec::load_n(p + i, int(n - i)), vec::zero()));
-  return vec::all_equal(acc, 0.0f);
-}
-
 /// sum_d a[d] b[d] over n contiguous floats, in one fixed order.
 ATTN_SIMD_INLINE float dot(const float* a, const float* b, index_t n) {
   reg acc = vec::zero();

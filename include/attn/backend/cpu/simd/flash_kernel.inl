@@ -212,22 +212,21 @@ ATTN_SIMD_INLINE void in_groups(index_t count, F&& f) {
   (std::make_integer_sequence<int, G - 1>{});
 }
 
+/// Whether n contiguous floats are all finite (x * 0 is 0 for finite x, NaN for NaN and Inf).
+ATTN_SIMD_INLINE bool all_finite(const float* p, index_t n) {
+  reg acc = vec::zero();
+  index_t i = 0;
+  for (; i + lanes <= n; i += lanes) acc = vec::add(acc, vec::mul(vec::loadu(p + i), vec::zero()));
+  if (i < n) acc = vec::add(acc, vec::mul(vec::load_n(p + i, int(n - i)), vec::zero()));
+  return vec::all_equal(acc, 0.0f);
+}
+
 /// Whether rows [begin, end) of V (Dv floats each, vs apart) hold only finite values.
 ATTN_SIMD_INLINE bool rows_finite(const float* v, index_t vs, index_t Dv, index_t begin,
                                   index_t end) {
-  const reg zero = vec::zero();
-  reg acc[4] = {zero, zero, zero, zero};  // x * 0 + acc: NaN once an x is NaN or Inf
-  for (index_t j = begin; j < end; ++j) {
-    const float* vj = v + j * vs;
-    index_t c = 0;
-    for (; c + 4 * lanes <= Dv; c += 4 * lanes) {
-      ATTN_SIMD_UNROLL
-      for (int x = 0; x < 4; ++x) acc[x] = vec::fmadd(vec::loadu(vj + c + x * lanes), zero, acc[x]);
-    }
-    for (; c < Dv; c += lanes)
-      acc[0] = vec::fmadd(vec::load_n(vj + c, int(std::min<index_t>(lanes, Dv - c))), zero, acc[0]);
-  }
-  return vec::all_equal(vec::add(vec::add(acc[0], acc[1]), vec::add(acc[2], acc[3])), 0.0f);
+  for (index_t j = begin; j < end; ++j)
+    if (!all_finite(v + j * vs, Dv)) return false;
+  return true;
 }
 
 /// Prefetches the line at p into L1 (`to_l1`) or L2.
