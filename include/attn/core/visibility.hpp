@@ -109,14 +109,21 @@ ATTN_HOST_DEVICE constexpr A max_used(A max) {
   return max == -static_cast<A>(INFINITY) ? A(0) : max;
 }
 
+/// softmax_end's scale alone, for a caller that wants no lse (the log is a library call that
+/// the compiler cannot drop).
+template <class A>
+ATTN_HOST_DEVICE constexpr A softmax_scale(bool sees_a_key, A sum) {
+  return sees_a_key ? A(1) / sum : A(0);
+}
+
 /// The end of a row whose scores are in natural units (see softmax_end).
 template <class A>
 ATTN_HOST_DEVICE inline softmax_end<A> finish_softmax(bool sees_a_key, A max, A sum) {
   if (!sees_a_key) return {A(0), -static_cast<A>(INFINITY)};
   if constexpr (sizeof(A) == sizeof(float))
-    return {A(1) / sum, max_used(max) + ::logf(sum)};
+    return {softmax_scale(true, sum), max_used(max) + ::logf(sum)};
   else
-    return {A(1) / sum, max_used(max) + ::log(sum)};
+    return {softmax_scale(true, sum), max_used(max) + ::log(sum)};
 }
 
 /// The same for scores in log2 units (kernels that exponentiate with exp2): lse in natural
@@ -124,7 +131,7 @@ ATTN_HOST_DEVICE inline softmax_end<A> finish_softmax(bool sees_a_key, A max, A 
 ATTN_HOST_DEVICE inline softmax_end<float> finish_softmax_log2(bool sees_a_key, float max2,
                                                                float sum) {
   if (!sees_a_key) return {0.0f, -INFINITY};
-  return {1.0f / sum, (max_used(max2) + ::log2f(sum)) * 0.693147180559945309f};
+  return {softmax_scale(true, sum), (max_used(max2) + ::log2f(sum)) * 0.693147180559945309f};
 }
 
 }  // namespace attn

@@ -416,10 +416,15 @@ ATTN_SIMD_INLINE void tile_finish(const flash_head& h, const flash_tile& t,
   const index_t Dv = h.Dv, i0 = t.i0, rows = t.rows;
   std::fill_n(w.end, bq, 0.0f);
   for (index_t i = 0; i < rows; ++i) {
-    const softmax_end<float> end =
-        finish_softmax_log2(!h.vis.row(i0 + i).empty(), t.m[i], t.l[i] - t.l_lo[i]);
+    const bool sees = !h.vis.row(i0 + i).empty();
+    const float sum = t.l[i] - t.l_lo[i];
+    if (h.lse == nullptr) {  // (the log would cost 1 % of a T 256 forward)
+      w.end[i] = softmax_scale(sees, sum);
+      continue;
+    }
+    const softmax_end<float> end = finish_softmax_log2(sees, t.m[i], sum);
     w.end[i] = end.scale;
-    if (h.lse != nullptr) h.lse[(i0 + i) * h.lse_s] = end.lse;
+    h.lse[(i0 + i) * h.lse_s] = end.lse;
   }
   for (int n = 0; n < nq; ++n) {
     const index_t first = n * lanes;
