@@ -120,39 +120,53 @@ void flash_query_block(const attention_args<T>& a, index_t b, index_t h, index_t
 
 inline constexpr index_t decode_max_queries = 8;  ///< Tq up to this takes the decode kernel
 
-/// Split-KV decoding for float (a few queries per head): items are (batch, key head, chunk of
-/// decode_chunk keys), each computing every query row of its group over its keys into a part
-/// of (o, lse); the parts of a row are then merged in chunk order. The chunks are fixed by the
-/// shape, so results do not depend on the thread count; the parts live in a buffer of the
-/// calling thread that grows and is kept, so a decode step allocates nothing once warm.
+/// Most chunks of one (batch, key head) that one work item of flash_decode takes in a row.
+inline constexpr index_t decode_max_run = 8;
+
+/// Split-KV decoding for float (a few queries per head): the keys of each (batch, key head)
+/// fall into chunks of decode_chunk, each computing every query row of its group over its keys
+/// into a part of (o, lse); the parts of a row are then merged in chunk order. The chunks are
+/// fixed by the shape, so results do not depend on the thread count; the parts live in a buffer
+/// of the calling thread that grows and is kept, so a decode step allocates nothing once warm.
+/// A work item is a run of up to decode_max_run consecutive chunks of one head: while it
+/// finishes one chunk it already fetches the next, so its reads flow on as one stream instead
+/// of stalling at the start of every chunk.
 inline void flash_decode(const cpu_policy& policy, const attention_args<float>& a,
                          const flash_kernel& kernel) {
   const attention_shape& s = a.shape;
-  const index_t G = s.group(), rows = G * s.q_len, Dv = s.value_dim;
+  const index_t G = s.group(), rows = G * s.q_len, Dv = s.value_dim, heads = s.batch * s.kv_heads;
   const index_t chunks = std::max<index_t>(1, (s.kv_len + decode_chunk - 1) / decode_chunk);
-  const index_t items = s.batch * s.kv_heads * chunks, per_item = rows * (Dv + 1);
-  float* base = thread_scratch<float, struct decode_parts>(std::size_t(items * per_item));
+  const index_t per_item = rows * (Dv + 1);
+  float* base = thread_scratch<float, struct decode_parts>(std::size_t(heads * chunks * per_item));
   const float scale_log2 = float(a.scale * 1.4426950408889634);
   const auto at = [](const auto& t, index_t i0, index_t i1) {
     return t.empty() ? t.data() : t.data() + i0 * t.stride(0) + i1 * t.stride(1);
   };
-  // An item streams its chunk's K and V from memory (a decode step's cache is cold): one core
-  // reads about 10 GB/s where it computes about 80 GFLOP/s, so a byte weighs as 8 FLOPs when
-  // deciding how many workers a step is worth (by FLOPs alone, Tk 1024 stayed on one core).
+  // A chunk streams its K and V from memory (a decode step's cache is cold): one core reads
+  // about 10 GB/s where it computes about 80 GFLOP/s, so a byte weighs as 8 FLOPs when deciding
+  // how many workers a step is worth (by FLOPs alone, Tk 1024 stayed on one core). Runs are as
+  // long as leaves each worker about four of them.
   const double bytes = double(decode_chunk) * double(s.head_dim + Dv) * sizeof(float);
   const double work =
       std::max(4.0 * double(rows) * double(decode_chunk) * double(s.head_dim), 8.0 * bytes);
-  parallel_for(worker_count(policy, items, work), items, [&](index_t it) {
-    const index_t c = it % chunks, bh = it / chunks, b = bh / s.kv_heads, hk = bh % s.kv_heads;
-    const index_t len = kv_length(a, b);
-    const key_range chunk{std::min(len, c * decode_chunk), std::min(len, (c + 1) * decode_chunk)};
-    float* part = base + it * per_item;  // (rows, Dv) outputs, then (rows) lse
+  const int workers = worker_count(policy, heads * chunks, work);
+  const index_t run =
+      std::clamp<index_t>(heads * chunks / (4 * index_t(workers)), 1, decode_max_run);
+  const index_t runs = (chunks + run - 1) / run;  // per head
+  parallel_for(workers, heads * runs, [&](index_t it) {
+    const index_t bh = it / runs, b = bh / s.kv_heads, hk = bh % s.kv_heads;
+    const index_t len = kv_length(a, b), c0 = it % runs * run, c1 = std::min(c0 + run, chunks);
     const decode_rows rq{at(a.q, b, hk * G), a.q.stride(1), a.q.stride(2), s.q_len, rows};
     float* scratch = thread_scratch<float>(
         std::size_t(flash_decode_scratch_floats(kernel.lanes, rows, s.head_dim, Dv)));
-    kernel.decode_item(rq, at(a.k, b, hk), a.k.stride(2), at(a.v, b, hk), a.v.stride(2), s.head_dim,
-                       Dv, visibility(a.mask, s.q_len, len), chunk, scale_log2, part, Dv,
-                       part + rows * Dv, scratch);
+    for (index_t c = c0; c < c1; ++c) {
+      const key_range chunk{std::min(len, c * decode_chunk), std::min(len, (c + 1) * decode_chunk)};
+      const index_t fetch_end = c + 1 < c1 ? std::min(len, (c + 2) * decode_chunk) : chunk.end;
+      float* part = base + (bh * chunks + c) * per_item;  // (rows, Dv) outputs, then (rows) lse
+      kernel.decode_item(rq, at(a.k, b, hk), a.k.stride(2), at(a.v, b, hk), a.v.stride(2),
+                         s.head_dim, Dv, visibility(a.mask, s.q_len, len), chunk, fetch_end,
+                         scale_log2, part, Dv, part + rows * Dv, scratch);
+    }
   });
   // Merge the chunks of every row in order: the same combination as merge_attention.
   constexpr float inf = std::numeric_limits<float>::infinity();
@@ -160,7 +174,10 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                s.batch * s.kv_heads, [&](index_t bh) {
                  const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
                  const float* first = base + bh * chunks * per_item;
-                 float* w = thread_scratch<float>(std::size_t(chunks));  // exp(lse - m)
+                 // exp(lse - m) per chunk, then a row's weighted sums (added chunk by chunk,
+                 // each along the row: the same order per element as chunk after chunk)
+                 float* w = thread_scratch<float>(std::size_t(chunks + Dv));
+                 float* x = w + chunks;
                  for (index_t r = 0; r < rows; ++r) {
                    const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
                    float m = -inf;
@@ -174,13 +191,13 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                    }
                    // m is -inf only when no chunk saw a key; a NaN in any chunk reaches sum.
                    const softmax_end<float> end = finish_softmax(m != -inf, m, sum);
-                   for (index_t d = 0; d < Dv; ++d) {
-                     float x = 0;
-                     for (index_t c = 0; c < chunks; ++c)
-                       if (first[c * per_item + rows * Dv + r] != -inf)
-                         x += w[c] * first[c * per_item + r * Dv + d];
-                     a.o(b, h, i, d) = x * end.scale;
+                   std::fill_n(x, Dv, 0.0f);
+                   for (index_t c = 0; c < chunks; ++c) {
+                     if (first[c * per_item + rows * Dv + r] == -inf) continue;
+                     const float wc = w[c], *oc = first + c * per_item + r * Dv;
+                     for (index_t d = 0; d < Dv; ++d) x[d] += wc * oc[d];
                    }
+                   for (index_t d = 0; d < Dv; ++d) a.o(b, h, i, d) = x[d] * end.scale;
                    if (a.lse.data() != nullptr) a.lse(b, h, i) = end.lse;
                  }
                });

@@ -2,7 +2,7 @@
 // compiled per instruction set by flash_simd.hpp after flash_kernel.inl, whose helpers it uses
 // (no include guard, includes nothing).
 //
-// One work item is one chunk of keys (decode_chunk) of one (batch, key head) and every query
+// One call is one chunk of keys (decode_chunk) of one (batch, key head) and every query
 // row of its group (G query heads x Tq queries): the chunk's K and V are read from memory once,
 // a block of decode_block keys at a time, and every row works on the block while it is in L1
 // (32 keys: 8 KiB of K and of V at D 64, measured best against 64 and 128, which let the two
@@ -123,6 +123,8 @@ ATTN_SIMD_INLINE void decode_pv(const float* p, index_t n, const float* v, index
 
 /// Writes for row r: o_out[r * o_rs + d] (d < Dv) = the chunk's normalised output, lse_out[r]
 /// its log-sum-exp (-inf and zeros when the row sees none of the chunk's keys).
+/// The last block's fetches reach into the keys [chunk.end, fetch_end) (the next chunk that
+/// the caller's work item goes on with; fetch_end = chunk.end where there is none).
 ///
 /// A block goes through three passes over the rows: every row's scores, then every row's
 /// softmax bookkeeping, then every row's P V. A row's passes form one long dependency chain
@@ -131,8 +133,8 @@ ATTN_SIMD_INLINE void decode_pv(const float* p, index_t n, const float* v, index
 ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const float* k, index_t ks,
                                                  const float* v, index_t vs, index_t D, index_t Dv,
                                                  const visibility& vis, key_range chunk,
-                                                 float scale_log2, float* o_out, index_t o_rs,
-                                                 float* lse_out, float* scratch) {
+                                                 index_t fetch_end, float scale_log2, float* o_out,
+                                                 index_t o_rs, float* lse_out, float* scratch) {
   constexpr index_t block = decode_block;
   const index_t R = rq.rows, R16 = (R + 15) / 16 * 16, Rp = (R + lanes - 1) / lanes * lanes;
   const index_t Dp = (D + lanes - 1) / lanes * lanes, Dvp = (Dv + lanes - 1) / lanes * lanes;
@@ -181,7 +183,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   // values during P V.
   const auto tiled_block = [&](index_t j0) ATTN_SIMD_LAMBDA {
     const index_t jf = j0 + decode_fetch_ahead * block;  // the block fetched meanwhile
-    const index_t next = std::max<index_t>(std::min(jf + block, chunk.end) - jf, 0);
+    const index_t next = std::max<index_t>(std::min(jf + block, fetch_end) - jf, 0);
     const auto every = [](row_fetch& f) { return fetch_step{&f}; };
     if (Rp == lanes) {  // (one vector of rows: 8 keys x 2 sets of sums)
       fetch_k.start(k + jf * ks, ks, D, next, block / 8 * ((D + 7) / 8));
@@ -232,7 +234,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     // While the scores are computed, this block's values are fetched; during P V, the next
     // block's keys: at most a block of each beside the one in use.
     fetch_v.start(v + j0 * vs, vs, Dv, j1 - j0, R * ((block + lanes - 1) / lanes));
-    fetch_k.start(k + j1 * ks, ks, D, std::min(j1 + block, chunk.end) - j1,
+    fetch_k.start(k + j1 * ks, ks, D, std::min(j1 + block, fetch_end) - j1,
                   R * block * ((nvv + 7) / 8));
     const auto block_keys = [&](index_t r) {  // row r's keys of this block
       return key_range{std::max(kb[r], j0), std::min(ke[r], j1)};

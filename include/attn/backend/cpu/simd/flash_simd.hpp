@@ -76,7 +76,7 @@ struct decode_rows {
   index_t Tq, rows;
 };
 
-/// Keys per block of the decode kernel, and per work item (a chunk of a split-KV decode).
+/// Keys per block of the decode kernel, and per chunk of a split-KV decode.
 inline constexpr index_t decode_block = 32, decode_chunk = 1024;
 
 /// Floats of per-thread scratch of the decode kernel for `rows` rows.
@@ -425,8 +425,8 @@ struct flash_kernel {
   index_t bq_backward = 0, bk_backward = 0, lanes = 0;
   /// The decode kernel (flash_decode.inl).
   void (*decode_item)(const decode_rows&, const float*, index_t, const float*, index_t, index_t,
-                      index_t, const visibility&, key_range, float, float*, index_t, float*,
-                      float*) = nullptr;
+                      index_t, const visibility&, key_range, index_t, float, float*, index_t,
+                      float*, float*) = nullptr;
 };
 
 inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
