@@ -144,8 +144,8 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   };
   // A chunk streams its K and V from memory (a decode step's cache is cold): one core reads
   // about 10 GB/s where it computes about 80 GFLOP/s, so a byte weighs as 8 FLOPs when deciding
-  // how many workers a step is worth (by FLOPs alone, Tk 1024 stayed on one core). Runs are as
-  // long as leaves each worker about four of them.
+  // how many workers a step is worth (by FLOPs alone, Tk 1024 stayed on one core). Each
+  // worker gets about four runs, where the chunks allow.
   const double bytes = double(decode_chunk) * double(s.head_dim + Dv) * sizeof(float);
   const double work =
       std::max(4.0 * double(rows) * double(decode_chunk) * double(s.head_dim), 8.0 * bytes);
