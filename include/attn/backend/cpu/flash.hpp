@@ -136,8 +136,8 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   const attention_shape& s = a.shape;
   const index_t G = s.group(), rows = G * s.q_len, Dv = s.value_dim, heads = s.batch * s.kv_heads;
   const index_t chunks = std::max<index_t>(1, (s.kv_len + decode_chunk - 1) / decode_chunk);
-  const index_t per_item = rows * (Dv + 1);
-  float* base = thread_scratch<float, struct decode_parts>(std::size_t(heads * chunks * per_item));
+  const index_t per_chunk = rows * (Dv + 1);
+  float* base = thread_scratch<float, struct decode_parts>(std::size_t(heads * chunks * per_chunk));
   const float scale_log2 = float(a.scale * 1.4426950408889634);
   const auto at = [](const auto& t, index_t i0, index_t i1) {
     return t.empty() ? t.data() : t.data() + i0 * t.stride(0) + i1 * t.stride(1);
@@ -162,7 +162,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
     for (index_t c = c0; c < c1; ++c) {
       const key_range chunk{std::min(len, c * decode_chunk), std::min(len, (c + 1) * decode_chunk)};
       const index_t fetch_end = c + 1 < c1 ? std::min(len, (c + 2) * decode_chunk) : chunk.end;
-      float* part = base + (bh * chunks + c) * per_item;  // (rows, Dv) outputs, then (rows) lse
+      float* part = base + (bh * chunks + c) * per_chunk;  // (rows, Dv) outputs, then (rows) lse
       kernel.decode_item(rq, at(a.k, b, hk), a.k.stride(2), at(a.v, b, hk), a.v.stride(2),
                          s.head_dim, Dv, visibility(a.mask, s.q_len, len), chunk, fetch_end,
                          scale_log2, part, Dv, part + rows * Dv, scratch);
@@ -173,7 +173,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   parallel_for(worker_count(policy, s.batch * s.kv_heads, double(chunks * rows * Dv)),
                s.batch * s.kv_heads, [&](index_t bh) {
                  const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
-                 const float* first = base + bh * chunks * per_item;
+                 const float* first = base + bh * chunks * per_chunk;
                  // exp(lse - m) per chunk, then a row's weighted sums (added chunk by chunk,
                  // each along the row: the same order per element as chunk after chunk)
                  float* w = thread_scratch<float>(std::size_t(chunks + Dv));
@@ -182,10 +182,10 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                    const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
                    float m = -inf;
                    for (index_t c = 0; c < chunks; ++c)
-                     m = max_nan(m, first[c * per_item + rows * Dv + r]);
+                     m = max_nan(m, first[c * per_chunk + rows * Dv + r]);
                    float sum = 0;
                    for (index_t c = 0; c < chunks; ++c) {
-                     const float lse = first[c * per_item + rows * Dv + r];
+                     const float lse = first[c * per_chunk + rows * Dv + r];
                      w[c] = lse == -inf ? 0.0f : std::exp(lse - m);
                      sum += w[c];
                    }
@@ -193,8 +193,8 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
                    const softmax_end<float> end = finish_softmax(m != -inf, m, sum);
                    std::fill_n(x, Dv, 0.0f);
                    for (index_t c = 0; c < chunks; ++c) {
-                     if (first[c * per_item + rows * Dv + r] == -inf) continue;
-                     const float wc = w[c], *oc = first + c * per_item + r * Dv;
+                     if (first[c * per_chunk + rows * Dv + r] == -inf) continue;
+                     const float wc = w[c], *oc = first + c * per_chunk + r * Dv;
                      for (index_t d = 0; d < Dv; ++d) x[d] += wc * oc[d];
                    }
                    for (index_t d = 0; d < Dv; ++d) a.o(b, h, i, d) = x[d] * end.scale;
