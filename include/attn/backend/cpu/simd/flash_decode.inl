@@ -84,6 +84,7 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
 /// that a block's fetches overlap all of the work before its use (a burst fills the core's
 /// miss buffers and stalls the arithmetic behind it, then leaves memory idle).
 struct row_fetch {
+  bool to_l1 = false;  // prefetcht0 rather than prefetcht1 (see streaming_prefetch_to_l1)
   const float* row = nullptr;
   index_t stride = 0, lines = 0, rows = 0, left = 0, steps = 1, credit = 0;
   /// `n` rows from `first`, `stride` floats apart, each of `width` floats; over `steps_` steps.
@@ -94,7 +95,7 @@ struct row_fetch {
   }
   ATTN_SIMD_INLINE void step() {
     for (credit += rows; credit >= steps && left > 0; credit -= steps) {
-      for (index_t x = 0; x < lines; ++x) prefetch(row + 16 * x, false);
+      for (index_t x = 0; x < lines; ++x) prefetch(row + 16 * x, to_l1);
       row += stride, --left;
     }
   }
@@ -173,7 +174,9 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   if (tiles)
     for (index_t d = 0; d < D; ++d)
       for (index_t r = 0; r < Rp; ++r) qt[d * Rp + r] = r < R ? qp[r * Dp + d] : 0.0f;
-  row_fetch fetch_v, fetch_k;  // this block's values during the scores, the next keys during P V
+  // This block's values during the scores, the next keys during P V.
+  const bool l1 = streaming_prefetch_to_l1();
+  row_fetch fetch_v{.to_l1 = l1}, fetch_k{.to_l1 = l1};
 
   // A whole block that every row sees, with enough rows, goes through register tiles with the
   // rows across the lanes: S^T (block, Rp) = K Q^T (K's elements broadcast straight from the
