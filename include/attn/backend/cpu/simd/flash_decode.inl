@@ -36,9 +36,12 @@ ATTN_SIMD_INLINE index_t gemm_fetch_steps(index_t M, index_t N, index_t K) {
 /// s[r Rp + x] (r < R keys, x < NV lanes) = sum_d k[r ks + d] qt[d Rp + x] over d < D, the
 /// d's dealt round-robin to P sets of sums added at the end (P R NV independent FMA chains,
 /// enough to cover the FMA latency with a single vector of rows); `step` as in stepped.
-template <int R, int NV, int P, class Step>
+/// KS > 0 fixes the key stride at compile time (ks must equal it): the R keys are then
+/// addressed from one pointer, where R pointers of their own leave too few general registers.
+template <int R, int NV, int P, index_t KS = 0, class Step>
 ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* qt, index_t Rp,
                                       float* s, index_t D, Step&& step) {
+  if constexpr (KS > 0) ks = KS;
   const float* krow[R];
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) krow[r] = k + r * ks;
@@ -191,7 +194,10 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     if (Rp == lanes) {  // (one vector of rows: 8 keys x 2 sets of sums)
       fetch_k.start(k + jf * ks, ks, D, next, block / 8 * ((D + 7) / 8));
       for (index_t j = 0; j < block; j += 8)
-        decode_scores<8, 1, 2>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, every(fetch_k));
+        if (ks == 64)
+          decode_scores<8, 1, 2, 64>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, every(fetch_k));
+        else
+          decode_scores<8, 1, 2>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, every(fetch_k));
     } else {
       fetch_k.start(k + jf * ks, ks, D, next, gemm_fetch_steps(block, Rp, D));
       gemm(k + j0 * ks, ks, 1, qt, Rp, s, Rp, block, Rp, D, false, every(fetch_k));
