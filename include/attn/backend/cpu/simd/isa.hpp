@@ -57,7 +57,8 @@ inline isa active_isa() {
 /// Whether software prefetches of data streamed from memory should fill L1 (prefetcht0) rather
 /// than stop at L2 (prefetcht1): true on AMD processors. On an AMD EPYC Zen 5 the decode kernel
 /// read K and V at 84 % of the one-thread streaming roof with prefetcht0 against 68 % with
-/// prefetcht1; on an Intel Xeon (Emerald Rapids) prefetcht0 was the slower. Read once.
+/// prefetcht1; on an Intel Xeon (Emerald Rapids) prefetcht0 was the slower. Zen 3 and Zen 4
+/// were not measured: they take the Zen 5 choice. Only the timing depends on it. Read once.
 inline bool streaming_prefetch_to_l1() {
   static const bool amd = [] {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
