@@ -170,37 +170,35 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   });
   // Merge the chunks of every row in order: the same combination as merge_attention.
   constexpr float inf = std::numeric_limits<float>::infinity();
-  parallel_for(worker_count(policy, s.batch * s.kv_heads, double(chunks * rows * Dv)),
-               s.batch * s.kv_heads, [&](index_t bh) {
-                 const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
-                 const float* first = base + bh * chunks * per_chunk;
-                 // exp(lse - m) per chunk, then a row's weighted sums (added chunk by chunk,
-                 // each along the row: the same order per element as chunk after chunk)
-                 float* w = thread_scratch<float>(std::size_t(chunks + Dv));
-                 float* x = w + chunks;
-                 for (index_t r = 0; r < rows; ++r) {
-                   const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
-                   float m = -inf;
-                   for (index_t c = 0; c < chunks; ++c)
-                     m = max_nan(m, first[c * per_chunk + rows * Dv + r]);
-                   float sum = 0;
-                   for (index_t c = 0; c < chunks; ++c) {
-                     const float lse = first[c * per_chunk + rows * Dv + r];
-                     w[c] = lse == -inf ? 0.0f : std::exp(lse - m);
-                     sum += w[c];
-                   }
-                   // m is -inf only when no chunk saw a key; a NaN in any chunk reaches sum.
-                   const softmax_end<float> end = finish_softmax(m != -inf, m, sum);
-                   std::fill_n(x, Dv, 0.0f);
-                   for (index_t c = 0; c < chunks; ++c) {
-                     if (first[c * per_chunk + rows * Dv + r] == -inf) continue;
-                     const float wc = w[c], *oc = first + c * per_chunk + r * Dv;
-                     for (index_t d = 0; d < Dv; ++d) x[d] += wc * oc[d];
-                   }
-                   for (index_t d = 0; d < Dv; ++d) a.o(b, h, i, d) = x[d] * end.scale;
-                   if (a.lse.data() != nullptr) a.lse(b, h, i) = end.lse;
-                 }
-               });
+  parallel_for(worker_count(policy, heads, double(chunks * rows * Dv)), heads, [&](index_t bh) {
+    const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
+    const float* first = base + bh * chunks * per_chunk;
+    // exp(lse - m) per chunk, then a row's weighted sums (added chunk by chunk,
+    // each along the row: the same order per element as chunk after chunk)
+    float* w = thread_scratch<float>(std::size_t(chunks + Dv));
+    float* x = w + chunks;
+    for (index_t r = 0; r < rows; ++r) {
+      const index_t h = hk * G + r / s.q_len, i = r % s.q_len;
+      float m = -inf;
+      for (index_t c = 0; c < chunks; ++c) m = max_nan(m, first[c * per_chunk + rows * Dv + r]);
+      float sum = 0;
+      for (index_t c = 0; c < chunks; ++c) {
+        const float lse = first[c * per_chunk + rows * Dv + r];
+        w[c] = lse == -inf ? 0.0f : std::exp(lse - m);
+        sum += w[c];
+      }
+      // m is -inf only when no chunk saw a key; a NaN in any chunk reaches sum.
+      const softmax_end<float> end = finish_softmax(m != -inf, m, sum);
+      std::fill_n(x, Dv, 0.0f);
+      for (index_t c = 0; c < chunks; ++c) {
+        if (first[c * per_chunk + rows * Dv + r] == -inf) continue;
+        const float wc = w[c], *oc = first + c * per_chunk + r * Dv;
+        for (index_t d = 0; d < Dv; ++d) x[d] += wc * oc[d];
+      }
+      for (index_t d = 0; d < Dv; ++d) a.o(b, h, i, d) = x[d] * end.scale;
+      if (a.lse.data() != nullptr) a.lse(b, h, i) = end.lse;
+    }
+  });
 }
 
 /// The fused attention over all (batch, head, query block) items: the SIMD kernel for float
