@@ -2,6 +2,9 @@
 /// \file
 /// Which vector instruction set the CPU backend's kernels use, chosen at run time.
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,20 +58,28 @@ inline isa active_isa() {
 }
 
 /// Whether software prefetches of data streamed from memory should fill L1 (prefetcht0) rather
-/// than stop at L2 (prefetcht1): true on AMD processors. On an AMD EPYC Zen 5 the decode kernel
-/// read K and V at 84 % of the one-thread streaming roof with prefetcht0 against 68 % with
-/// prefetcht1; on an Intel Xeon (Emerald Rapids) prefetcht0 was the slower. Zen 3 and Zen 4
-/// were not measured: they take the Zen 5 choice. Only the timing depends on it. Read once.
+/// than stop at L2 (prefetcht1): true on AMD processors of family 26 (Zen 5) and later. Measured
+/// with the decode kernel (Tk 65536, K and V far beyond the last-level cache): on an AMD EPYC
+/// Zen 5, prefetcht0 read K and V at 84 % of the one-thread streaming roof against 68 % with
+/// prefetcht1; on an AMD EPYC Zen 4 (family 25) and on an Intel Xeon (Emerald Rapids),
+/// prefetcht0 was the slower on every shape (Zen 4, one thread: 32-56 % against 40-60 %).
+/// Zen 3, also family 25, was not measured and takes the Zen 4 choice. Only the timing depends
+/// on it. Read once.
 inline bool streaming_prefetch_to_l1() {
-  static const bool amd = [] {
+  static const bool to_l1 = [] {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
-    return bool(__builtin_cpu_is("amd"));
+    if (!__builtin_cpu_is("amd")) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    const unsigned base = (eax >> 8) & 0xf,
+                   family = base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+    return family >= 26;
 #else
     return false;
 #endif
   }();
-  return amd;
+  return to_l1;
 }
 
 }  // namespace attn::cpu_detail
