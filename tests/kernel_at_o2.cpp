@@ -2,8 +2,8 @@
 // file with -O2 and its kernel_inlined test reads the object's symbols. The kernel keeps its
 // register tiles in registers only if every helper and lambda that passes them around is
 // inlined into flash_item; one left out of line moves the tiles to the stack (3-4x slower).
-// The one helper meant to stay out of line is the decode kernel's decode_scores, whose tile
-// is born and summed inside it.
+// The helpers meant to stay out of line are the decode kernel's leaves decode_scores,
+// decode_row_scores and decode_pv_rows, whose tiles are born and used up inside them.
 #include <attn/backend/cpu/simd/flash_simd.hpp>
 
 attn::cpu_detail::flash_kernel attn_kernel_at_o2(attn::index_t D, attn::index_t Dv) {

@@ -8,7 +8,8 @@
 // (32 keys: 8 KiB of K and of V at D 64, measured best against 64 and 128, which let the two
 // streams drift apart). Vector lanes run along the head dimension: a row's scores for 8 (16)
 // keys are 8 (16) dot products, reduced with one transposing tree of adds; its output row
-// accumulates p_j V_j with one broadcast per key. Each row sees the keys of
+// accumulates p_j V_j with one broadcast per key (with AVX-512 at Dv 64, up to 4 rows that see
+// the same keys share each value row loaded). Each row sees the keys of
 // attn/core/visibility.hpp only (hidden keys are never read). Key blocks are summed on their
 // own and added into the running sums plainly: a chunk has at most decode_chunk / decode_block
 // = 32 blocks, so a running sum takes at most 32 additions (relative error within 32 units in
@@ -96,9 +97,14 @@ struct row_fetch {
     row = first, stride = stride_, lines = (width + 15) / 16, rows = left = std::max<index_t>(n, 0);
     steps = std::max<index_t>(steps_, 1), credit = 0;
   }
-  ATTN_SIMD_INLINE void step() {
-    for (credit += rows; credit >= steps && left > 0; credit -= steps) {
-      for (index_t x = 0; x < lines; ++x) prefetch(row + 16 * x, to_l1);
+  ATTN_SIMD_INLINE void step(index_t times = 1) {
+    for (credit += rows * times; credit >= steps && left > 0; credit -= steps) {
+      if (lines == 4) {  // (d 64: straight-line code, no loop around each line)
+        ATTN_SIMD_UNROLL
+        for (int x = 0; x < 4; ++x) prefetch(row + 16 * x, to_l1);
+      } else {
+        for (index_t x = 0; x < lines; ++x) prefetch(row + 16 * x, to_l1);
+      }
       row += stride, --left;
     }
   }
@@ -125,6 +131,95 @@ ATTN_SIMD_INLINE void decode_pv(const float* p, index_t n, const float* v, index
   }
 }
 
+/// P V for G rows that see the same n keys of a block, value rows of 4 whole vectors: for
+/// g < G and d < 4 lanes, acc[g Dvp + d] = alpha[g] acc[g Dvp + d] + sum over j < n of
+/// p[g ps + j] V_j[d]. Each value row is loaded once for all G rows; 4 G independent FMA
+/// chains; a fetch step per key and row, as in decode_pv. (A function of its own, like
+/// decode_row_scores.)
+template <int G>
+ATTN_SIMD_NOINLINE void decode_pv_rows(const float* p, index_t ps, index_t n, const float* v,
+                                       index_t vs, const float* alpha, float* acc, index_t Dvp,
+                                       row_fetch& fetch) {
+  reg o[G][4];
+  ATTN_SIMD_UNROLL
+  for (int g = 0; g < G; ++g) {
+    ATTN_SIMD_UNROLL
+    for (int x = 0; x < 4; ++x) o[g][x] = vec::zero();
+  }
+  for (index_t j = 0; j < n; ++j) {
+    const float* vr = v + j * vs;
+    fetch.step(G);
+    reg vv[4];
+    ATTN_SIMD_UNROLL
+    for (int x = 0; x < 4; ++x) vv[x] = vec::loadu(vr + x * lanes);
+    ATTN_SIMD_UNROLL
+    for (int g = 0; g < G; ++g) {
+      const reg pj = vec::set1(p[g * ps + j]);
+      ATTN_SIMD_UNROLL
+      for (int x = 0; x < 4; ++x) o[g][x] = vec::fmadd(pj, vv[x], o[g][x]);
+    }
+  }
+  ATTN_SIMD_UNROLL
+  for (int g = 0; g < G; ++g) {
+    const reg a = vec::set1(alpha[g]);
+    ATTN_SIMD_UNROLL
+    for (int x = 0; x < 4; ++x) {
+      float* out = acc + g * Dvp + x * lanes;
+      vec::store(out, vec::fmadd(a, vec::load(out), o[g][x]));
+    }
+  }
+}
+
+/// Row scores of one block: sr[j - keys.begin] = q . K_j (qr scaled, Dp floats) for the keys
+/// j of `keys`, `lanes` keys at a time: lane d of t[kk] holds partial sums of key kk's dot
+/// product, and a transposing sum turns the lanes x lanes partial sums into one vector of
+/// scores (lanes past the last key -inf). Returns the largest score; a fetch step per `lanes`
+/// keys. (A function of its own: inside flash_decode_item the compiler runs short of general
+/// registers and keeps the loop's pointers on the stack.)
+ATTN_SIMD_NOINLINE inline float decode_row_scores(const float* qr, const float* k, index_t ks,
+                                                  key_range keys, float* sr, index_t D,
+                                                  row_fetch& fetch_v) {
+  const index_t nvd = (D + lanes - 1) / lanes;
+  reg mx = vec::set1(-__builtin_inff());
+  for (index_t jj = keys.begin; jj < keys.end; jj += lanes) {
+    const int n = int(std::min<index_t>(lanes, keys.end - jj));
+    // The keys' dot products side by side: `lanes` independent FMA chains per step.
+    reg t[lanes];
+    ATTN_SIMD_UNROLL
+    for (int kk = 0; kk < lanes; ++kk) t[kk] = vec::zero();
+    const float* kr = k + jj * ks;
+    fetch_v.step();
+    // A key stride known at compile time (a cache of d 64) addresses all `lanes` keys from
+    // one pointer with constant offsets; a stride in a register needs an address per key.
+    const auto full = [&](auto stride) ATTN_SIMD_LAMBDA {
+      for (index_t dv = 0; dv < nvd; ++dv) {
+        const reg qv = vec::load(qr + dv * lanes);
+        ATTN_SIMD_UNROLL
+        for (int kk = 0; kk < lanes; ++kk)
+          t[kk] = vec::fmadd(qv, vec::loadu(kr + kk * stride + dv * lanes), t[kk]);
+      }
+    };
+    if (n == lanes && D % lanes == 0) {
+      if (ks == 64)
+        full(std::integral_constant<index_t, 64>{});
+      else
+        full(ks);
+    } else {
+      for (index_t dv = 0; dv < nvd; ++dv) {
+        const reg qv = vec::load(qr + dv * lanes);
+        const int cols = int(std::min<index_t>(lanes, D - dv * lanes));
+        ATTN_SIMD_UNROLL
+        for (int kk = 0; kk < lanes; ++kk)
+          if (kk < n) t[kk] = vec::fmadd(qv, vec::load_n(kr + kk * ks + dv * lanes, cols), t[kk]);
+      }
+    }
+    const reg sc = vec::first_or(vec::transpose_sum(t), n, -__builtin_inff());
+    vec::store(sr + (jj - keys.begin), sc);
+    mx = vec::max(mx, sc);
+  }
+  return vec::hmax(mx);
+}
+
 /// Writes for row r: o_out[r * o_rs + d] (d < Dv) = the chunk's normalised output, lse_out[r]
 /// its log-sum-exp (-inf and zeros when the row sees none of the chunk's keys).
 /// The last block's fetches reach into the keys [chunk.end, fetch_end) (the next chunk that
@@ -142,7 +237,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   constexpr index_t block = decode_block;
   const index_t R = rq.rows, R16 = (R + 15) / 16 * 16, Rp = (R + lanes - 1) / lanes * lanes;
   const index_t Dp = (D + lanes - 1) / lanes * lanes, Dvp = (Dv + lanes - 1) / lanes * lanes;
-  const index_t nvd = Dp / lanes, nvv = Dvp / lanes;
+  const index_t nvv = Dvp / lanes;
   // Scratch: q rows (R, Dp) scaled to log2 units, running output (R, Dvp); m, l, the block's
   // maximum and alpha (R16 each); the block's scores, then probabilities (R, block), or
   // (block, Rp) transposed in a tiled block; each row's keys of the chunk (2 R16 index_t);
@@ -248,45 +343,12 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     const auto block_keys = [&](index_t r) {  // row r's keys of this block
       return key_range{std::max(kb[r], j0), std::min(ke[r], j1)};
     };
-    // Scores, `lanes` keys at a time: lane d of t[kk] holds partial sums of key kk's dot
-    // product; a transposing sum turns the lanes x lanes partial sums into one vector of scores
-    // (lanes past the row's last key -inf). Row r's start at s + r * block.
+    // Scores, row by row; row r's start at s + r * block.
     for (index_t r = 0; r < R; ++r) {
       const auto [b0, b1] = block_keys(r);
       if (b1 <= b0) continue;
-      const float* qr = qp + r * Dp;
-      float* sr = s + r * block;
-      reg mx = vec::set1(-__builtin_inff());
-      for (index_t jj = b0; jj < b1; jj += lanes) {
-        const int n = int(std::min<index_t>(lanes, b1 - jj));
-        // The keys' dot products side by side: `lanes` independent FMA chains per step.
-        reg t[lanes];
-        ATTN_SIMD_UNROLL
-        for (int kk = 0; kk < lanes; ++kk) t[kk] = vec::zero();
-        const float* kr = k + jj * ks;
-        fetch_v.step();
-        if (n == lanes && D % lanes == 0) {
-          for (index_t dv = 0; dv < nvd; ++dv) {
-            const reg qv = vec::load(qr + dv * lanes);
-            ATTN_SIMD_UNROLL
-            for (int kk = 0; kk < lanes; ++kk)
-              t[kk] = vec::fmadd(qv, vec::loadu(kr + kk * ks + dv * lanes), t[kk]);
-          }
-        } else {
-          for (index_t dv = 0; dv < nvd; ++dv) {
-            const reg qv = vec::load(qr + dv * lanes);
-            const int cols = int(std::min<index_t>(lanes, D - dv * lanes));
-            ATTN_SIMD_UNROLL
-            for (int kk = 0; kk < lanes; ++kk)
-              if (kk < n)
-                t[kk] = vec::fmadd(qv, vec::load_n(kr + kk * ks + dv * lanes, cols), t[kk]);
-          }
-        }
-        const reg sc = vec::first_or(vec::transpose_sum(t), n, -__builtin_inff());
-        vec::store(sr + (jj - b0), sc);
-        mx = vec::max(mx, sc);
-      }
-      m_blk[r] = vec::hmax(mx);
+      m_blk[r] =
+          decode_row_scores(qp + r * Dp, k, ks, key_range{b0, b1}, s + r * block, D, fetch_v);
     }
     // The softmax: alpha = 2^(m_old - m_new) rescales what came before (0 on a row's first
     // block), `lanes` rows at a time, m_blk becoming the maximum exponentiated against (0 for
@@ -318,6 +380,25 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       const auto [b0, b1] = block_keys(r);
       if (b1 <= b0) continue;
       const float* sr = s + r * block;
+      if (lanes == 16 && Dv == 4 * lanes) {  // with the next rows that see the same keys
+        index_t g = 1;
+        for (; g < 4 && r + g < R; ++g) {
+          const key_range keys = block_keys(r + g);
+          if (keys.begin != b0 || keys.end != b1) break;
+        }
+        const float* vb = v + b0 * vs;
+        float* ar = acc + r * Dvp;
+        if (g == 4)
+          decode_pv_rows<4>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+        else if (g == 3)
+          decode_pv_rows<3>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+        else if (g == 2)
+          decode_pv_rows<2>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+        else
+          decode_pv_rows<1>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+        r += g - 1;
+        continue;
+      }
       float* ar = acc + r * Dvp;
       for (index_t dv0 = 0; dv0 < nvv; dv0 += 8) {
         const index_t nv = std::min<index_t>(8, nvv - dv0);
