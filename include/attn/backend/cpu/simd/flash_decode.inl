@@ -117,53 +117,38 @@ struct fetch_step {
   ATTN_SIMD_INLINE void operator()(index_t) const { f->step(); }
 };
 
-/// o[x] += sum over the n keys j of p[j] V_j[x lanes ...], N whole vectors of each value row,
-/// a fetch step per key.
-template <int N>
-ATTN_SIMD_INLINE void decode_pv(const float* p, index_t n, const float* v, index_t vs, reg (&o)[8],
-                                row_fetch& fetch) {
-  for (index_t j = 0; j < n; ++j) {
-    const reg pj = vec::set1(p[j]);
-    const float* vr = v + j * vs;
-    fetch.step();
-    ATTN_SIMD_UNROLL
-    for (int x = 0; x < N; ++x) o[x] = vec::fmadd(pj, vec::loadu(vr + x * lanes), o[x]);
-  }
-}
-
-/// P V for G rows that see the same n keys of a block, value rows of 4 whole vectors: for
-/// g < G and d < 4 lanes, acc[g Dvp + d] = alpha[g] acc[g Dvp + d] + sum over j < n of
-/// p[g ps + j] V_j[d]. Each value row is loaded once for all G rows; 4 G independent FMA
-/// chains; a fetch step per key and row, as in decode_pv. (A function of its own, like
-/// decode_row_scores.)
-template <int G>
+/// P V for G rows that see the same n keys of a block, over N whole vectors of each value row:
+/// for g < G and d < N lanes, acc[g Dvp + d] = alpha[g] acc[g Dvp + d] + sum over j < n of
+/// p[g ps + j] V_j[d]. Each value row is loaded once for all G rows; N G independent FMA chains;
+/// a fetch step per key and row. (A function of its own, like decode_row_scores.)
+template <int G, int N>
 ATTN_SIMD_NOINLINE void decode_pv_rows(const float* p, index_t ps, index_t n, const float* v,
                                        index_t vs, const float* alpha, float* acc, index_t Dvp,
                                        row_fetch& fetch) {
-  reg o[G][4];
+  reg o[G][N];
   ATTN_SIMD_UNROLL
   for (int g = 0; g < G; ++g) {
     ATTN_SIMD_UNROLL
-    for (int x = 0; x < 4; ++x) o[g][x] = vec::zero();
+    for (int x = 0; x < N; ++x) o[g][x] = vec::zero();
   }
   for (index_t j = 0; j < n; ++j) {
     const float* vr = v + j * vs;
     fetch.step(G);
-    reg vv[4];
+    reg vv[N];
     ATTN_SIMD_UNROLL
-    for (int x = 0; x < 4; ++x) vv[x] = vec::loadu(vr + x * lanes);
+    for (int x = 0; x < N; ++x) vv[x] = vec::loadu(vr + x * lanes);
     ATTN_SIMD_UNROLL
     for (int g = 0; g < G; ++g) {
       const reg pj = vec::set1(p[g * ps + j]);
       ATTN_SIMD_UNROLL
-      for (int x = 0; x < 4; ++x) o[g][x] = vec::fmadd(pj, vv[x], o[g][x]);
+      for (int x = 0; x < N; ++x) o[g][x] = vec::fmadd(pj, vv[x], o[g][x]);
     }
   }
   ATTN_SIMD_UNROLL
   for (int g = 0; g < G; ++g) {
     const reg a = vec::set1(alpha[g]);
     ATTN_SIMD_UNROLL
-    for (int x = 0; x < 4; ++x) {
+    for (int x = 0; x < N; ++x) {
       float* out = acc + g * Dvp + x * lanes;
       vec::store(out, vec::fmadd(a, vec::load(out), o[g][x]));
     }
@@ -380,50 +365,52 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       const auto [b0, b1] = block_keys(r);
       if (b1 <= b0) continue;
       const float* sr = s + r * block;
+      const float* vb = v + b0 * vs;
+      float* ar = acc + r * Dvp;
       if (lanes == 16 && Dv == 4 * lanes) {  // with the next rows that see the same keys
         index_t g = 1;
         for (; g < 4 && r + g < R; ++g) {
           const key_range keys = block_keys(r + g);
           if (keys.begin != b0 || keys.end != b1) break;
         }
-        const float* vb = v + b0 * vs;
-        float* ar = acc + r * Dvp;
         if (g == 4)
-          decode_pv_rows<4>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+          decode_pv_rows<4, 4>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
         else if (g == 3)
-          decode_pv_rows<3>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+          decode_pv_rows<3, 4>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
         else if (g == 2)
-          decode_pv_rows<2>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+          decode_pv_rows<2, 4>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
         else
-          decode_pv_rows<1>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
+          decode_pv_rows<1, 4>(sr, block, b1 - b0, vb, vs, alpha + r, ar, Dvp, fetch_k);
         r += g - 1;
         continue;
       }
-      float* ar = acc + r * Dvp;
       for (index_t dv0 = 0; dv0 < nvv; dv0 += 8) {
         const index_t nv = std::min<index_t>(8, nvv - dv0);
-        reg o[8];
+        if (Dv % lanes == 0 && nv == 8) {
+          decode_pv_rows<1, 8>(sr, block, b1 - b0, vb + dv0 * lanes, vs, alpha + r,
+                               ar + dv0 * lanes, Dvp, fetch_k);
+          continue;
+        }
+        if (Dv % lanes == 0 && nv == 4) {
+          decode_pv_rows<1, 4>(sr, block, b1 - b0, vb + dv0 * lanes, vs, alpha + r,
+                               ar + dv0 * lanes, Dvp, fetch_k);
+          continue;
+        }
+        reg o[8];  // (value rows that end inside a vector)
         ATTN_SIMD_UNROLL
         for (int x = 0; x < 8; ++x) o[x] = vec::zero();
-        const float* vb = v + b0 * vs + dv0 * lanes;
-        if (Dv % lanes == 0 && nv == 8)
-          decode_pv<8>(sr, b1 - b0, vb, vs, o, fetch_k);
-        else if (Dv % lanes == 0 && nv == 4)
-          decode_pv<4>(sr, b1 - b0, vb, vs, o, fetch_k);
-        else
-          for (index_t j = b0; j < b1; ++j) {
-            const reg p = vec::set1(sr[j - b0]);
-            const float* vr = v + j * vs + dv0 * lanes;
-            fetch_k.step();
-            ATTN_SIMD_UNROLL
-            for (int x = 0; x < 8; ++x)
-              if (x < nv)
-                o[x] =
-                    vec::fmadd(p,
-                               vec::load_n(vr + x * lanes,
-                                           int(std::min<index_t>(lanes, Dv - (dv0 + x) * lanes))),
-                               o[x]);
-          }
+        for (index_t j = b0; j < b1; ++j) {
+          const reg p = vec::set1(sr[j - b0]);
+          const float* vr = v + j * vs + dv0 * lanes;
+          fetch_k.step();
+          ATTN_SIMD_UNROLL
+          for (int x = 0; x < 8; ++x)
+            if (x < nv)
+              o[x] = vec::fmadd(p,
+                                vec::load_n(vr + x * lanes,
+                                            int(std::min<index_t>(lanes, Dv - (dv0 + x) * lanes))),
+                                o[x]);
+        }
         const reg a = vec::set1(alpha[r]);
         ATTN_SIMD_UNROLL
         for (int x = 0; x < 8; ++x) {
