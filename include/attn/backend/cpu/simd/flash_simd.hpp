@@ -380,6 +380,24 @@ struct vec {
     }
     return t[0];
   }
+  /// Four floats from p in every 128-bit block.
+  static reg bcast4(const float* p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
+  /// Block b, lane i <- the sum of r[i]'s lanes in block b (pairs, then halves of each block).
+  ATTN_SIMD_INLINE static reg quad_sums(reg a, reg b, reg c, reg d) {
+    const reg x = add(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    const reg y = add(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    return add(_mm512_shuffle_ps(x, y, 0x44), _mm512_shuffle_ps(x, y, 0xee));
+  }
+  /// x's lanes as 4 columns by blocks: lane i of every block to p + i * stride, block after
+  /// block (p need not be aligned).
+  static void store_columns(float* p, index_t stride, reg x) {
+    const reg t = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), x);
+    _mm_storeu_ps(p, _mm512_castps512_ps128(t));
+    _mm_storeu_ps(p + stride, _mm512_extractf32x4_ps(t, 1));
+    _mm_storeu_ps(p + 2 * stride, _mm512_extractf32x4_ps(t, 2));
+    _mm_storeu_ps(p + 3 * stride, _mm512_extractf32x4_ps(t, 3));
+  }
   ATTN_SIMD_INLINE static float hmax(reg x) { return _mm512_reduce_max_ps(x); }
   ATTN_SIMD_INLINE static float hsum(reg x) { return _mm512_reduce_add_ps(x); }
   static bool all_equal(reg x, float value) {
