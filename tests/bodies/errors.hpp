@@ -501,20 +501,27 @@ void disjoint_and_in_place_uses_are_accepted() {
     for (index_t t = 0; t < 7; ++t)
       for (index_t e = 0; e < 6; ++e)
         for (index_t n = 0; n < 3; ++n) EXPECT_EQ(block(n)(b, t, e), y(b, t, e));
-  // attention with q, k and v one buffer, o and lse interleaved in one [B, H, Tq, Dv + 1].
-  host_tensor<float, 4> qkv({2, 3, 9, 8}), both({2, 3, 9, 9}), o({2, 3, 9, 8});
-  host_tensor<float, 3> lse({2, 3, 9});
-  fill(qkv, 2);
-  const tensor_view<float, 4> o_part{both.data(), {2, 3, 9, 8}, both.view().strides()};
-  const tensor_view<float, 3> lse_part{both.data() + 8, {2, 3, 9}, {3 * 9 * 9, 9 * 9, 9}};
-  attention(pol, qkv.view(), qkv.view(), qkv.view(), o_part, lse_part, {.causal = true});
-  attention(pol, qkv.view(), qkv.view(), qkv.view(), o.view(), lse.view(), {.causal = true});
-  for (index_t b = 0; b < 2; ++b)
-    for (index_t h = 0; h < 3; ++h)
-      for (index_t i = 0; i < 9; ++i) {
-        EXPECT_EQ(lse_part(b, h, i), lse(b, h, i));
-        for (index_t d = 0; d < 8; ++d) EXPECT_EQ(o_part(b, h, i, d), o(b, h, i, d));
-      }
+  // attention with q, k and v one buffer, o and lse interleaved in one [B, H, Tq, Dv + 1]; then
+  // a decode step (4 queries against 1100 keys: two chunks of the CPU's decode kernel) so.
+  const auto interleaved = [&](const host_tensor<float, 4>& q, const host_tensor<float, 4>& kv) {
+    const index_t Tq = q.extent(2);
+    host_tensor<float, 4> both({2, 3, Tq, 9}), o({2, 3, Tq, 8});
+    host_tensor<float, 3> lse({2, 3, Tq});
+    const tensor_view<float, 4> o_part{both.data(), {2, 3, Tq, 8}, both.view().strides()};
+    const tensor_view<float, 3> lse_part{both.data() + 8, {2, 3, Tq}, {3 * Tq * 9, Tq * 9, 9}};
+    attention(pol, q.view(), kv.view(), kv.view(), o_part, lse_part, {.causal = true});
+    attention(pol, q.view(), kv.view(), kv.view(), o.view(), lse.view(), {.causal = true});
+    for (index_t b = 0; b < 2; ++b)
+      for (index_t h = 0; h < 3; ++h)
+        for (index_t i = 0; i < Tq; ++i) {
+          EXPECT_EQ(lse_part(b, h, i), lse(b, h, i));
+          for (index_t d = 0; d < 8; ++d) EXPECT_EQ(o_part(b, h, i, d), o(b, h, i, d));
+        }
+  };
+  host_tensor<float, 4> qkv({2, 3, 9, 8}), q_step({2, 3, 4, 8}), cache({2, 3, 1100, 8});
+  fill(qkv, 2), fill(q_step, 9), fill(cache, 10);
+  interleaved(qkv, qkv);
+  interleaved(q_step, cache);
   // softmax_rows_backward with ds the same view as dp.
   host_tensor<float, 4> p({2, 3, 7, 9}), dp({2, 3, 7, 9}), ds({2, 3, 7, 9});
   fill(p, 3), fill(dp, 4);
