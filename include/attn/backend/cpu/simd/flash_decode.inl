@@ -24,7 +24,7 @@ inline constexpr index_t decode_tile_rows = 8;
 inline constexpr index_t decode_fetch_ahead = 1;
 
 /// Every how many k steps of a gemm in a tiled block a fetch step is taken.
-inline constexpr index_t decode_fetch_every = 8;
+inline constexpr index_t decode_fetch_every = 2;
 
 /// The fetch steps that gemm (M, N, K) takes (see gemm_tile, gemm).
 ATTN_SIMD_INLINE index_t gemm_fetch_steps(index_t M, index_t N, index_t K) {
@@ -168,11 +168,13 @@ struct row_fetch {
   }
 };
 
-/// gemm_tile's step in a tiled decode block: a fetch step every decode_fetch_every k.
+/// gemm_tile's step in a tiled decode block: a step of the key fetch and of the value fetch every
+/// decode_fetch_every k.
 struct fetch_step {
   static constexpr index_t every = decode_fetch_every;
-  row_fetch* f;
-  ATTN_SIMD_INLINE void operator()(index_t) const { f->step(); }
+  row_fetch* keys;
+  row_fetch* values;
+  ATTN_SIMD_INLINE void operator()(index_t) const { keys->step(), values->step(); }
 };
 
 /// P V for G rows that see the same n keys of a block, over N whole vectors of each value row:
@@ -334,30 +336,36 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   // rows across the lanes: S^T (block, Rp) = K Q^T (K's elements broadcast straight from the
   // cache, Q^T packed once), the softmax a vector of rows at a time, then O += P V (P's
   // elements broadcast, V's rows loaded as they are). Every K and V element fetched serves all
-  // R rows, and nothing is transposed. The next block's keys are fetched during S^T, its
-  // values during P V. With AVX-512 and 8 to 12 rows, whose S^T would leave a half to a quarter
-  // of its lanes idle, decode_quad_scores computes S^T instead, four rows to a vector: with K
-  // and V in L2 on a Zen 4, a step took 7 % less time at 12 rows, 21 % less at 8. (Keys across
-  // the lanes, from a transposed copy of the block's keys, with the row path's softmax,
-  // measured 5 % slower than rows across the lanes at 12 rows: the transposes and per-row
-  // reductions cost more.)
+  // R rows, and nothing is transposed. The next block's keys and values are fetched side by
+  // side over the whole block, S^T and P V, a few rows every fetch step: on an Intel Xeon
+  // (Sapphire Rapids class, 12 rows, Tk 65536, 2 threads) K and V were read at 77-84 % of the
+  // streaming roof, against 70 % with the keys fetched during S^T and the values in bursts of
+  // 16 rows during P V (a fetch step every 8 k rather than 2). With AVX-512 and 8 to 12 rows,
+  // whose S^T would leave a half to a quarter of its lanes idle, decode_quad_scores computes S^T
+  // instead, four rows to a vector: with K and V in L2 on a Zen 4, a step took 7 % less time at
+  // 12 rows, 21 % less at 8. (Keys across the lanes, from a transposed copy of the block's keys,
+  // with the row path's softmax, measured 5 % slower than rows across the lanes at 12 rows: the
+  // transposes and per-row reductions cost more.)
   const auto tiled_block = [&](index_t j0) ATTN_SIMD_LAMBDA {
     const index_t jf = j0 + decode_fetch_ahead * block;  // the block fetched meanwhile
     const index_t next = std::max<index_t>(std::min(jf + block, fetch_end) - jf, 0);
-    const auto every = [](row_fetch& f) { return fetch_step{&f}; };
+    const index_t score_steps = quads         ? block / 8 * (D / 4)
+                                : Rp == lanes ? block / 8 * ((D + 7) / 8)
+                                              : gemm_fetch_steps(block, Rp, D);
+    const index_t steps = score_steps + gemm_fetch_steps(R, Dvp, block);
+    fetch_k.start(k + jf * ks, ks, D, next, steps);
+    fetch_v.start(v + jf * vs, vs, Dv, next, steps);
+    const fetch_step step{&fetch_k, &fetch_v};
     if (quads) {
-      fetch_k.start(k + jf * ks, ks, D, next, block / 8 * (D / 4));
-      quad_block_scores(quad_vectors, qt, k + j0 * ks, ks, s, Rp, D, every(fetch_k));
+      quad_block_scores(quad_vectors, qt, k + j0 * ks, ks, s, Rp, D, step);
     } else if (Rp == lanes) {  // (one vector of rows: 8 keys x 2 sets of sums)
-      fetch_k.start(k + jf * ks, ks, D, next, block / 8 * ((D + 7) / 8));
       for (index_t j = 0; j < block; j += 8)
         if (ks == 64)
-          decode_scores<8, 1, 2, 64>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, every(fetch_k));
+          decode_scores<8, 1, 2, 64>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, step);
         else
-          decode_scores<8, 1, 2>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, every(fetch_k));
+          decode_scores<8, 1, 2>(k + (j0 + j) * ks, ks, qt, Rp, s + j * Rp, D, step);
     } else {
-      fetch_k.start(k + jf * ks, ks, D, next, gemm_fetch_steps(block, Rp, D));
-      gemm(k + j0 * ks, ks, 1, qt, Rp, s, Rp, block, Rp, D, false, every(fetch_k));
+      gemm(k + j0 * ks, ks, 1, qt, Rp, s, Rp, block, Rp, D, false, step);
     }
     for (index_t r = 0; r < Rp; r += lanes) {
       reg mx = vec::load(s + r);
@@ -380,8 +388,6 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       for (index_t x = 0; x < Dvp; x += lanes)
         vec::store(acc + r * Dvp + x, vec::mul(a, vec::load(acc + r * Dvp + x)));
     }
-    fetch_v.start(v + jf * vs, vs, Dv, next, gemm_fetch_steps(R, Dvp, block));
-    const auto step = every(fetch_v);
     if (Dv == Dvp) {
       gemm(s, 1, Rp, v + j0 * vs, vs, acc, Dvp, R, Dvp, block, true, step);
     } else {  // (value rows padded to whole vectors)
