@@ -338,14 +338,14 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   // elements broadcast, V's rows loaded as they are). Every K and V element fetched serves all
   // R rows, and nothing is transposed. The next block's keys and values are fetched side by
   // side over the whole block, S^T and P V, a few rows every fetch step: on an Intel Xeon
-  // (Sapphire Rapids class, 12 rows, Tk 65536, 2 threads) K and V were read at 77-84 % of the
-  // streaming roof, against 70 % with the keys fetched during S^T and the values in bursts of
-  // 16 rows during P V (a fetch step every 8 k rather than 2). With AVX-512 and 8 to 12 rows,
-  // whose S^T would leave a half to a quarter of its lanes idle, decode_quad_scores computes S^T
-  // instead, four rows to a vector: with K and V in L2 on a Zen 4, a step took 7 % less time at
-  // 12 rows, 21 % less at 8. (Keys across the lanes, from a transposed copy of the block's keys,
-  // with the row path's softmax, measured 5 % slower than rows across the lanes at 12 rows: the
-  // transposes and per-row reductions cost more.)
+  // (Sapphire Rapids class, 12 rows, Tk 65536, 2 threads) K and V were read at 77-94 % of the
+  // streaming roof over 6 rounds, against 70-78 % with the keys fetched during S^T and the
+  // values in bursts of 16 rows during P V (a fetch step every 8 k rather than 2). With AVX-512
+  // and 8 to 12 rows, whose S^T would leave a half to a quarter of its lanes idle,
+  // decode_quad_scores computes S^T instead, four rows to a vector: with K and V in L2 on a
+  // Zen 4, a step took 7 % less time at 12 rows, 21 % less at 8. (Keys across the lanes, from a
+  // transposed copy of the block's keys, with the row path's softmax, measured 5 % slower than
+  // rows across the lanes at 12 rows: the transposes and per-row reductions cost more.)
   const auto tiled_block = [&](index_t j0) ATTN_SIMD_LAMBDA {
     const index_t jf = j0 + decode_fetch_ahead * block;  // the block fetched meanwhile
     const index_t next = std::max<index_t>(std::min(jf + block, fetch_end) - jf, 0);
