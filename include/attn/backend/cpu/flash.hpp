@@ -198,7 +198,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
       // (through a row pointer: a.o(b, h, i, d) per element cost a 64-bit vector multiply per
       // index, a third of the time of a 1024-key step of 12 rows with K and V in L2)
       if (Dv > 0) {
-        float* out = a.o.data() + b * a.o.stride(0) + h * a.o.stride(1) + i * a.o.stride(2);
+        float* out = &a.o(b, h, i, 0);
         for (index_t d = 0; d < Dv; ++d) out[d * a.o.stride(3)] = x[d] * end.scale;
       }
       if (a.lse.data() != nullptr) a.lse(b, h, i) = end.lse;
