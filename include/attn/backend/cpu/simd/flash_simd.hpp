@@ -142,6 +142,8 @@ inline constexpr float exp2_cutoff = -100.0f;
 /// such loops rolled, and the tiles then live on the stack instead of in registers (3-4x
 /// slower).
 #define ATTN_SIMD_UNROLL _Pragma("GCC unroll 32")
+/// Unrolls a long loop 4 times (see `steps`, flash_kernel.inl).
+#define ATTN_SIMD_UNROLL_BY4 _Pragma("GCC unroll 4")
 
 // 2^f on [0, 1): 1 + f q(f) with q of degree 4 fitted for relative error, so 2^0 is exactly 1
 // (a long sum of exp2(0) must not drift); with fused float Horner steps exp2 below stays
