@@ -242,25 +242,16 @@ ATTN_SIMD_INLINE void add_times_zero(const float* p, index_t n, reg (&acc)[4]) {
   }
 }
 
-/// Whether sums of add_times_zero are all zero: every float they saw is finite.
-ATTN_SIMD_INLINE bool sums_zero(const reg (&acc)[4]) {
-  return vec::all_equal(vec::add(vec::add(acc[0], acc[1]), vec::add(acc[2], acc[3])), 0.0f);
-}
-
-/// Whether n contiguous floats are all finite.
-ATTN_SIMD_INLINE bool all_finite(const float* p, index_t n) {
-  reg acc[4] = {vec::zero(), vec::zero(), vec::zero(), vec::zero()};
-  add_times_zero(p, n, acc);
-  return sums_zero(acc);
-}
-
 /// Whether rows [begin, end) of V (Dv floats each, vs apart) hold only finite values.
 ATTN_SIMD_INLINE bool rows_finite(const float* v, index_t vs, index_t Dv, index_t begin,
                                   index_t end) {
   reg acc[4] = {vec::zero(), vec::zero(), vec::zero(), vec::zero()};
   for (index_t j = begin; j < end; ++j) add_times_zero(v + j * vs, Dv, acc);
-  return sums_zero(acc);
+  return vec::all_equal(vec::add(vec::add(acc[0], acc[1]), vec::add(acc[2], acc[3])), 0.0f);
 }
+
+/// Whether n contiguous floats are all finite.
+ATTN_SIMD_INLINE bool all_finite(const float* p, index_t n) { return rows_finite(p, n, n, 0, 1); }
 
 /// Prefetches the line at p into L1 (`to_l1`) or L2.
 ATTN_SIMD_INLINE void prefetch(const float* p, bool to_l1) {
