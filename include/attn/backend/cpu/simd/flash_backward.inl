@@ -28,15 +28,19 @@ struct no_step {
 
 /// f(k) for k = 0, S, 2S, ... below n, in order; unless `step` is a no_step, step(k) first at
 /// k = 0, e, 2e, ... with e = Step::every (a multiple of S), outside the loop over a run of e.
+/// That run is unrolled: as a loop of its own, with the step's state beside it, GCC kept the
+/// counters of an AVX2 tile in memory (16 registers), and a 12-row decode step with K and V
+/// in cache took a fifth longer (Sapphire Rapids class Xeon, x86-64-v3 build).
 template <index_t S = 1, class Step, class F>
 ATTN_SIMD_INLINE void stepped(index_t n, Step&& step, F&& f) {
   using step_t = std::remove_cvref_t<Step>;
   index_t k = 0;
   if constexpr (!std::is_same_v<step_t, no_step>) {
     static_assert(step_t::every % S == 0);
-    for (; k + step_t::every <= n;) {
+    for (; k + step_t::every <= n; k += step_t::every) {
       step(k);
-      for (const index_t end = k + step_t::every; k < end; k += S) f(k);
+      ATTN_SIMD_UNROLL
+      for (index_t u = 0; u < step_t::every; u += S) f(k + u);
     }
     if (k < n) step(k);
   }
