@@ -3,7 +3,8 @@
 // reads a 256 MiB buffer (outside the timing): that is the memory roof measured in the same run
 // (stream_roof, GB/s), and it leaves K and V out of every cache, as in a real decode loop.
 // Counters: us per step, GB/s of K + V read, pct_stream = that over the roof (median of
-// per-iteration ratios).
+// per-iteration ratios). decode_cached: the same step with K and V in cache, against the FMA
+// roof (pct_peak), to tell the arithmetic's share from the memory's.
 //   build/release/benchmarks/attn_bench --benchmark_filter=decode/
 
 #include "bench.hpp"
@@ -45,9 +46,40 @@ void decode(benchmark::State& st, index_t B, index_t Hkv, index_t Tq, index_t Tk
   st.counters["pct_stream"] = 100.0 * median(ratios);
 }
 
+/// The same step with K and V left in the caches by the previous call (B 1, Tk 1024: 2 MiB of
+/// K and V at Hkv 4, 6 MiB at Hkv 12): what the arithmetic alone costs, against the FMA roof
+/// (pct_peak, as the forward's; FLOPs 4 d per visible (query row, key) pair).
+void decode_cached(benchmark::State& st, index_t Hkv, index_t Tq, index_t Tk, int threads) {
+  const auto q = random_tensor<float, 4>({1, H, Tq, d});
+  kv_cache<float> cache({.batch = 1, .kv_heads = Hkv, .capacity = Tk, .head_dim = d});
+  for (index_t i = 0; i < cache.keys().size(); ++i) {
+    cache.keys().data()[i] = float(i % 97) / 97.0f - 0.5f;
+    cache.values().data()[i] = float(i % 89) / 89.0f - 0.5f;
+  }
+  cache.set_length(0, Tk);
+  host_tensor<float, 4> o({1, H, Tq, d});
+  const cpu_policy p{.threads = threads};
+  // query i (of Tq) sees keys [0, Tk - Tq + i]
+  const double pairs = double(Tq) * double(Tk - Tq + 1) + double(Tq * (Tq - 1)) / 2;
+  timed(st, 4.0 * double(H) * pairs * double(d), threads, [&] {
+    attn::attention(p, q.view(), cache, o.view(), {.causal = true});
+    benchmark::DoNotOptimize(o.data());
+  });
+}
+
 }  // namespace
 
 void register_decode() {
+  for (index_t Hkv : {12, 4})
+    for (index_t Tq : {1, 4})
+      for (int t : thread_counts())
+        benchmark::RegisterBenchmark(
+            ("decode_cached/cpu_float/B:1/Hkv:" + std::to_string(Hkv) +
+             "/Tq:" + std::to_string(Tq) + "/Tk:1024/threads:" + std::to_string(t))
+                .c_str(),
+            decode_cached, Hkv, Tq, index_t(1024), t)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
   for (index_t B : {1, 8})
     for (index_t Hkv : {12, 4})
       for (index_t Tq : {1, 4})
