@@ -12,14 +12,20 @@
 namespace attn::bench {
 namespace {
 
-void decode(benchmark::State& st, index_t B, index_t Hkv, index_t Tq, index_t Tk, int threads) {
-  const auto q = random_tensor<float, 4>({B, H, Tq, d});
+/// A cache of B rows of Hkv heads, each full: Tk keys and values of a fixed pattern.
+kv_cache<float> full_cache(index_t B, index_t Hkv, index_t Tk) {
   kv_cache<float> cache({.batch = B, .kv_heads = Hkv, .capacity = Tk, .head_dim = d});
   for (index_t i = 0; i < cache.keys().size(); ++i) {
     cache.keys().data()[i] = float(i % 97) / 97.0f - 0.5f;
     cache.values().data()[i] = float(i % 89) / 89.0f - 0.5f;
   }
   for (index_t b = 0; b < B; ++b) cache.set_length(b, Tk);
+  return cache;
+}
+
+void decode(benchmark::State& st, index_t B, index_t Hkv, index_t Tq, index_t Tk, int threads) {
+  const auto q = random_tensor<float, 4>({B, H, Tq, d});
+  const kv_cache<float> cache = full_cache(B, Hkv, Tk);
   host_tensor<float, 4> o({B, H, Tq, d});
   const cpu_policy p{.threads = threads};
   const double bytes = 2.0 * double(B * Hkv * Tk * d) * sizeof(float);
@@ -51,12 +57,7 @@ void decode(benchmark::State& st, index_t B, index_t Hkv, index_t Tq, index_t Tk
 /// (pct_peak, as the forward's; FLOPs 4 d per visible (query row, key) pair).
 void decode_cached(benchmark::State& st, index_t Hkv, index_t Tq, index_t Tk, int threads) {
   const auto q = random_tensor<float, 4>({1, H, Tq, d});
-  kv_cache<float> cache({.batch = 1, .kv_heads = Hkv, .capacity = Tk, .head_dim = d});
-  for (index_t i = 0; i < cache.keys().size(); ++i) {
-    cache.keys().data()[i] = float(i % 97) / 97.0f - 0.5f;
-    cache.values().data()[i] = float(i % 89) / 89.0f - 0.5f;
-  }
-  cache.set_length(0, Tk);
+  const kv_cache<float> cache = full_cache(1, Hkv, Tk);
   host_tensor<float, 4> o({1, H, Tq, d});
   const cpu_policy p{.threads = threads};
   // query i (of Tq) sees keys [0, Tk - Tq + i]
