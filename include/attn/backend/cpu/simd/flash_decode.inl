@@ -147,7 +147,7 @@ ATTN_SIMD_INLINE void quad_block_scores(index_t C, const float* q4, const float*
 /// miss buffers and stalls the arithmetic behind it, then leaves memory idle). Every line is
 /// fetched: on a Sapphire Rapids class Xeon (12 rows, 2 threads, AVX-512) the hardware
 /// prefetchers alone read K and V at 48-54 % of the streaming roof where these fetches reach
-/// 64-76 %, and fetching every other line (leaving its neighbour to the adjacent-line
+/// 64-77 %, and fetching every other line (leaving its neighbour to the adjacent-line
 /// prefetcher) read them at 52-55 %, no better than none.
 struct row_fetch {
   bool to_l1 = false;  // prefetcht0 rather than prefetcht1 (see streaming_prefetch_to_l1)
