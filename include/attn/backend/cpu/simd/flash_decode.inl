@@ -176,8 +176,8 @@ struct row_fetch {
 };
 
 /// gemm_tile's step in a tiled decode block (every decode_fetch_every k): every `period` steps,
-/// a row of the key fetch and a row of the value fetch, which start() gave the same rows, so
-/// the same schedule as a step() of each. A step between costs a decrement and a branch: the
+/// a row of the key fetch and a row of the value fetch, which start() gave the same rows: about
+/// the schedule that a step() of each keeps. A step between costs a decrement and a branch: the
 /// two credits, kept in memory beside the register tiles, cost an AVX2 12-row step in cache a
 /// sixth of its time (x86-64-v3 build, Sapphire Rapids class Xeon).
 struct fetch_step {
