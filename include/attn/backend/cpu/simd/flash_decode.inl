@@ -371,7 +371,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     const index_t steps = score_steps + gemm_fetch_steps(R, Dvp, block);
     fetch_k.start(k + jf * ks, ks, D, next, steps);
     fetch_v.start(v + jf * vs, vs, Dv, next, steps);
-    const index_t period = next > 0 ? std::max<index_t>(steps / next, 1) : steps + 1;
+    const index_t period = std::max<index_t>(steps / std::max<index_t>(next, 1), 1);
     index_t countdown = period;
     const fetch_step step{&fetch_k, &fetch_v, &countdown, period};
     if (quads) {
