@@ -80,6 +80,30 @@ struct visibility {
   ATTN_HOST_DEVICE constexpr key_range common(index_t i0, index_t i1) const {
     return i1 > i0 ? key_range{begin(i1 - 1), end(i0)} : key_range{};
   }
+  /// The rows [begin, end) (a range of rows, not keys) that may see some of `keys`: the rows
+  /// before see only keys before them (end(i) <= keys.begin), the rows after only keys past
+  /// them (begin(i) >= keys.end); both bounds being nondecreasing, two binary searches find it.
+  ATTN_HOST_DEVICE constexpr key_range rows_seeing(key_range keys) const {
+    if (keys.empty()) return {};
+    index_t lo = 0, hi = q_len;  // the first row whose keys end past keys.begin
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo) / 2;
+      if (end(mid) > keys.begin)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    const index_t first = lo;
+    hi = q_len;  // the first row whose keys begin at or past keys.end
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo) / 2;
+      if (begin(mid) >= keys.end)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return {first, lo};
+  }
 };
 
 /// How a row's online softmax ends. With `max` the largest score seen (-inf when every

@@ -3,10 +3,10 @@
 /// CPU flash-attention backward (FlashAttention-2's form, see simd/flash_backward.inl): work
 /// items are (batch, key head, chunk of key blocks), each computing dK and dV of its keys over
 /// every query head of the group and its part of dQ. The chunks are fixed by the shape alone
-/// (enough items for many cores even at B = 1), and where a head's keys are split, each chunk
-/// writes its dQ part into its own buffer and the parts are added in chunk order afterwards:
-/// no atomics, the same bits for every thread count. Memory beyond the inputs and outputs is
-/// O(T) per thread (and S dQ parts when split), never [Tq, Tk].
+/// (enough items for many cores even at B = 1), and where a head's keys are split, the first
+/// chunk writes its part of dQ into dq and each other chunk into a buffer of its own, added in
+/// chunk order afterwards: no atomics, the same bits for every thread count. Memory beyond the
+/// inputs and outputs is O(T) per thread (and S - 1 dQ parts when split), never [Tq, Tk].
 
 #include <algorithm>
 #include <cmath>
@@ -116,6 +116,24 @@ void flash_backward_block(const attention_backward_args<T>& a, index_t b, index_
     write(rows_of(a.dv, b, hk, keys.begin, keys.size()), [&](auto out) { out = dV; });
 }
 
+/// dst[c * cs] (+)= src[c] for c < n (adding unless `assign`; src null: zeros).
+template <class T>
+void add_row(T* dst, index_t cs, const T* src, index_t n, bool assign) {
+  using row = Eigen::Array<T, 1, Eigen::Dynamic>;
+  if (cs != 1 || n <= 1) {
+    for (index_t c = 0; c < n; ++c)
+      dst[c * cs] = src == nullptr ? T(0) : assign ? src[c] : dst[c * cs] + src[c];
+    return;
+  }
+  Eigen::Map<row> out(dst, n);
+  if (src == nullptr)
+    out.setZero();
+  else if (assign)
+    out = Eigen::Map<const row>(src, n);
+  else
+    out += Eigen::Map<const row>(src, n);
+}
+
 /// The fused attention backward over all (batch, key head, chunk) items, then the dQ parts
 /// added in order; keys past a row's length get zero gradients.
 template <class T>
@@ -131,18 +149,19 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
   }
   const index_t n = backward_chunks(s), G = s.group();
   const index_t items = s.batch * s.kv_heads * n;
-  // dQ: written directly when a head's keys are one chunk, else one contiguous part per chunk,
-  // in a buffer of the calling thread that grows and is kept (a fresh one each call cost page
-  // faults and a serial zero fill). Nothing stale is read: an item with keys writes every row
-  // of its group in its part (both the kernel and the Eigen item), and the sum below skips
-  // the chunks without keys.
+  // dQ: the first chunk of each head writes into dq itself, the others each into a contiguous
+  // part, in a buffer of the calling thread that grows and is kept (a fresh one each call cost
+  // page faults and a serial zero fill). An item writes at least the rows that may see its keys
+  // (visibility::rows_seeing; the other rows' parts are zero), and the sum below reads no
+  // other row of a part: nothing stale is read.
   // (The workers reach it through `parts`, a plain pointer: each thread has its own.)
   const bool split = n > 1 && !a.dq.empty();
   const index_t per_part = s.batch * s.heads * s.q_len * s.head_dim;
-  T* const parts = split ? thread_scratch<T, struct dq_parts>(std::size_t(n * per_part)) : nullptr;
+  T* const parts =
+      split ? thread_scratch<T, struct dq_parts>(std::size_t((n - 1) * per_part)) : nullptr;
   const auto part = [&](index_t c) {
-    if (!split) return a.dq;
-    return tensor_view<T, 4>{parts + c * per_part, {s.batch, s.heads, s.q_len, s.head_dim}};
+    if (c == 0 || !split) return a.dq;
+    return tensor_view<T, 4>{parts + (c - 1) * per_part, {s.batch, s.heads, s.q_len, s.head_dim}};
   };
   const double flops = 2.5 * 4.0 * double(s.q_len) * double(s.kv_len) * double(G) *
                        double(s.head_dim) / double(n) / (a.mask.causal ? 2 : 1);
@@ -220,36 +239,29 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
           for (index_t d = 0; d < s.head_dim && !a.dk.empty(); ++d) a.dk(b, hk, j, d) = T(0);
           for (index_t d = 0; d < s.value_dim && !a.dv.empty(); ++d) a.dv(b, hk, j, d) = T(0);
         }
-  // Rows whose chunk saw no key at all were never written: with one chunk per head that is
-  // exactly the rows of heads whose length is 0.
-  if (!split) {
-    if (!a.dq.empty() && !a.kv_lengths.empty())
-      for (index_t b = 0; b < s.batch; ++b)
-        if (kv_length(a, b) == 0)
-          for (index_t h = 0; h < s.heads; ++h)
-            for (index_t i = 0; i < s.q_len; ++i)
-              for (index_t d = 0; d < s.head_dim; ++d) a.dq(b, h, i, d) = T(0);
-    return;
-  }
-  // The parts of each head added in chunk order (the chunks with keys; the same sum for every
-  // thread count).
+  // Each row's dQ: the parts of the chunks whose rows it is among, added in chunk order (the
+  // first in dq already when it is chunk 0's), or zero when it is among none (the same sum
+  // for every thread count).
+  if (a.dq.empty()) return;
   parallel_for(worker_count(policy, s.batch * s.heads, double(n * s.q_len * s.head_dim)),
                s.batch * s.heads, [&](index_t bh) {
                  const index_t b = bh / s.heads, h = bh % s.heads, len = kv_length(a, b);
-                 write(rows_of(a.dq, b, h, 0, s.q_len), [&](auto out) {
-                   bool first = true;
-                   for (index_t c = 0; c < n; ++c) {
-                     if (backward_chunk(c, n, len).empty()) continue;
-                     const Eigen::Map<const matrix<T>> p(
-                         parts + c * per_part + bh * s.q_len * s.head_dim, s.q_len, s.head_dim);
-                     if (first)
-                       out = p;
-                     else
-                       out += p;
+                 const visibility vis(a.mask, s.q_len, len);
+                 key_range rows[8];  // backward_chunks: at most 8
+                 for (index_t c = 0; c < n; ++c)
+                   rows[c] = vis.rows_seeing(backward_chunk(c, n, len));
+                 const slice<T> out = rows_of(a.dq, b, h, 0, s.q_len);
+                 for (index_t i = 0; i < s.q_len; ++i) {
+                   const auto in = [&](index_t c) { return rows[c].begin <= i && i < rows[c].end; };
+                   bool first = !in(0);
+                   for (index_t c = 1; c < n; ++c) {
+                     if (!in(c)) continue;
+                     const T* p = parts + (c - 1) * per_part + (bh * s.q_len + i) * s.head_dim;
+                     add_row(&out(i, 0), out.cs, p, s.head_dim, first);
                      first = false;
                    }
-                   if (first) out.setZero();
-                 });
+                   if (first) add_row<T>(&out(i, 0), out.cs, nullptr, s.head_dim, true);
+                 }
                });
 }
 

@@ -204,16 +204,24 @@ ATTN_SIMD_INLINE void write_row(const float* src, index_t n, float* dst, index_t
 
 /// One backward item: the key blocks [j_begin, j_end) of one (batch, key head), every query
 /// head of its group, one after another (see flash_backward_head in flash_simd.hpp). dK and dV
-/// of the item's keys accumulate over the group in scratch and are written at the end.
+/// of the item's keys accumulate over the group in scratch and are written at the end. Only the
+/// query blocks whose rows may see these keys (visibility::rows_seeing) are packed, visited and
+/// written to dQ: the other rows' parts of dQ are zero, and the caller accounts for them.
 ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h, index_t j_begin,
                                                    index_t j_end, float* scratch) {
   constexpr index_t bq = vec::bq_backward, bkb = vec::bk_backward;
   constexpr float log2e = 1.4426950408889634f;
   const index_t D = h.D, Dv = h.Dv, Dp = padded(D), Dvp = padded(Dv), Tq = h.vis.q_len;
   const index_t keys = j_end - j_begin;
+  // The query blocks [r0, r1) whose rows may see the item's keys (none: r0 = r1).
+  const key_range seeing = h.vis.rows_seeing({j_begin, j_end});
+  const index_t r0 = seeing.empty() ? 0 : seeing.begin / bq * bq;
+  const index_t r1 = seeing.empty() ? 0 : std::min(Tq, (seeing.end + bq - 1) / bq * bq);
+  const index_t rows = r1 - r0;
   // Scratch: Q (Tq, Dp), dO (Tq, Dvp), dQ (Tq, Dp), D and lse (Tq), a flag per query block of
-  // the current query head; dK (keys, Dp), dV (keys, Dvp) of the item; per key block K (bk, Dp),
-  // K^T (Dp, bk), V^T (Dvp, bk); per step P and dS (bq, bk).
+  // the current query head, of which rows [r0, r1) are used (row i at i - r0); dK (keys, Dp), dV
+  // (keys, Dvp) of the item; per key block K (bk, Dp), K^T (Dp, bk), V^T (Dvp, bk); per step P and
+  // dS (bq, bk).
   float* next = scratch;
   const auto take = [&](index_t n) {
     float* p = next;
@@ -242,15 +250,15 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
     const float* o = h.o + g * h.o_hs;
     const float* d_o = h.d_o + g * h.d_o_hs;
     const float* lse = h.lse + g * h.lse_hs;
-    pack(q, h.qs, Tq, D, qp, Dp, false);
-    pack(d_o, h.d_os, Tq, Dv, dop, Dvp, false);
-    std::fill_n(dq, Tq * Dp, 0.0f);
-    for (index_t i = 0; i < Tq; ++i) {
-      drow[i] = dot(d_o + i * h.d_os, o + i * h.os, Dv);
-      lse2[i] = lse[i * h.lse_s] * log2e;
+    pack(q + r0 * h.qs, h.qs, rows, D, qp, Dp, false);
+    pack(d_o + r0 * h.d_os, h.d_os, rows, Dv, dop, Dvp, false);
+    std::fill_n(dq, rows * Dp, 0.0f);
+    for (index_t i = r0; i < r1; ++i) {
+      drow[i - r0] = dot(d_o + i * h.d_os, o + i * h.os, Dv);
+      lse2[i - r0] = lse[i * h.lse_s] * log2e;
     }
-    for (index_t i0 = 0; i0 < Tq; i0 += bq) {
-      const index_t m = std::min(bq, Tq - i0);
+    for (index_t i0 = 0; i0 < rows; i0 += bq) {
+      const index_t m = std::min(bq, rows - i0);
       q_finite[i0 / bq] = all_finite(qp + i0 * Dp, m * Dp) && all_finite(dop + i0 * Dvp, m * Dvp);
     }
     for (index_t j0 = j_begin; j0 < j_end; j0 += bkb) {
@@ -258,8 +266,8 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
       float* dkj = dk + (j0 - j_begin) * Dp;
       float* dvj = dv + (j0 - j_begin) * Dvp;
       bool packed = false, k_finite = true;
-      for (index_t i0 = 0; i0 < Tq; i0 += bq) {
-        const index_t m = std::min(bq, Tq - i0);
+      for (index_t i0 = r0; i0 < r1; i0 += bq) {
+        const index_t m = std::min(bq, r1 - i0);
         const key_range seen = h.vis.rows(i0, i0 + m);
         if (seen.empty() || seen.end <= j0 || seen.begin >= j0 + nk) continue;
         if (!packed) {  // K and V of this block, the first time a query block needs them
@@ -271,8 +279,9 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
         }
         const key_range common = h.vis.common(i0, i0 + m);
         const bool edge = !(common.begin <= j0 && j0 + nk <= common.end);
-        const float* qi = qp + i0 * Dp;
-        const float* doi = dop + i0 * Dvp;
+        const float* qi = qp + (i0 - r0) * Dp;
+        const float* doi = dop + (i0 - r0) * Dvp;
+        float* dqi = dq + (i0 - r0) * Dp;
         // Row r sees the block's keys [lo[r], hi[r]), both nondecreasing in r.
         alignas(64) index_t lo[bq], hi[bq];
         for (index_t r = 0; r < m; ++r) {
@@ -292,7 +301,7 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
           });
         }
         for (index_t r = 0; r < m; ++r) {
-          const index_t i = i0 + r;
+          const index_t i = i0 - r0 + r;
           const reg l2 = vec::set1(lse2[i]), dr = vec::set1(drow[i]);
           const reg lov = vec::set1(float(lo[r])), hiv = vec::set1(float(hi[r]));
           float* pr = ps + r * bkb;
@@ -317,14 +326,14 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
             }
           }
         }
-        if (edge && !(k_finite && q_finite[i0 / bq] != 0)) {
-          visible_products(h, i0, m, j0, nk, ps, dss, qi, doi, kp, dkj, dvj, dq + i0 * Dp, Dp, Dvp);
+        if (edge && !(k_finite && q_finite[(i0 - r0) / bq] != 0)) {
+          visible_products(h, i0, m, j0, nk, ps, dss, qi, doi, kp, dkj, dvj, dqi, Dp, Dvp);
           continue;
         }
         if (!edge) {
-          gemm(ps, 1, bkb, doi, Dvp, dvj, Dvp, nk, Dvp, m, true);        // dV += P^T dO
-          gemm(dss, 1, bkb, qi, Dp, dkj, Dp, nk, Dp, m, true);           // dK += dS^T Q
-          gemm(dss, bkb, 1, kp, Dp, dq + i0 * Dp, Dp, m, Dp, nk, true);  // dQ += dS K
+          gemm(ps, 1, bkb, doi, Dvp, dvj, Dvp, nk, Dvp, m, true);  // dV += P^T dO
+          gemm(dss, 1, bkb, qi, Dp, dkj, Dp, nk, Dp, m, true);     // dK += dS^T Q
+          gemm(dss, bkb, 1, kp, Dp, dqi, Dp, m, Dp, nk, true);     // dQ += dS K
           continue;
         }
         // Edge block: P and dS are 0 outside each row's [lo, hi), so a key tile needs only
@@ -339,15 +348,15 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
                     [&](index_t c0, index_t c1) { return rows_seeing(c0, c1, Dvp); });
         gemm_banded(dss, 1, bkb, qi, Dp, dkj, Dp, nk, true,  // dK += dS^T Q
                     [&](index_t c0, index_t c1) { return rows_seeing(c0, c1, Dp); });
-        gemm_banded(dss, bkb, 1, kp, Dp, dq + i0 * Dp, Dp, m, true,  // dQ += dS K
+        gemm_banded(dss, bkb, 1, kp, Dp, dqi, Dp, m, true,  // dQ += dS K
                     [&](index_t r0, index_t r1) {
                       return tile_bounds{lo[r0], hi[r1 - 1], Dp};
                     });
       }
     }
     if (h.dq != nullptr)
-      for (index_t i = 0; i < Tq; ++i)
-        write_row(dq + i * Dp, D, h.dq + g * h.dq_hs + i * h.dqs, h.dq_cs);
+      for (index_t i = r0; i < r1; ++i)
+        write_row(dq + (i - r0) * Dp, D, h.dq + g * h.dq_hs + i * h.dqs, h.dq_cs);
   }
   for (index_t j = 0; j < keys; ++j) {
     if (h.dk != nullptr) write_row(dk + j * Dp, D, h.dk + (j_begin + j) * h.dks, h.dk_cs);
