@@ -173,6 +173,7 @@ struct vec {
   static reg load(const float* p) { return _mm256_load_ps(p); }
   static reg loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, reg x) { _mm256_store_ps(p, x); }
+  static void storeu(float* p, reg x) { _mm256_storeu_ps(p, x); }
   static reg set1(float x) { return _mm256_set1_ps(x); }
   static reg zero() { return _mm256_setzero_ps(); }
   static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
@@ -311,6 +312,7 @@ struct vec {
   static reg load(const float* p) { return _mm512_load_ps(p); }
   static reg loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg x) { _mm512_store_ps(p, x); }
+  static void storeu(float* p, reg x) { _mm512_storeu_ps(p, x); }
   static reg set1(float x) { return _mm512_set1_ps(x); }
   static reg zero() { return _mm512_setzero_ps(); }
   static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
