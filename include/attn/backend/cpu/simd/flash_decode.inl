@@ -316,7 +316,9 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   float* vp = qt + D * Rp;
   for (index_t r = 0; r < R; ++r) {
     const float* src = rq.q + (r / rq.Tq) * rq.q_hs + (r % rq.Tq) * rq.qs;
-    for (index_t d = 0; d < Dp; ++d) qp[r * Dp + d] = d < D ? src[d] * scale_log2 : 0.0f;
+    float* dst = qp + r * Dp;
+    for (index_t d = 0; d < D; ++d) dst[d] = src[d] * scale_log2;
+    std::fill(dst + D, dst + Dp, 0.0f);
   }
   std::fill_n(acc, R * Dvp, 0.0f);
   std::fill_n(m, R16, -__builtin_inff());  // (the padding too: its lanes go through exp2)
@@ -335,10 +337,16 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   const index_t quad_vectors = (R + 3) / 4;
   const bool quads = tiles && lanes == 16 && R <= 12 && D % 4 == 0;
   if (quads) {
-    for (index_t d = 0; d < D; ++d)
-      for (index_t r = 0; r < 4 * quad_vectors; ++r)
-        qt[(d / 4 * quad_vectors + r / 4) * lanes + r % 4 * 4 + d % 4] =
-            r < R ? qp[r * Dp + d] : 0.0f;
+    // (four d's of a row at a time: as a scatter of single floats, this packing took 5 % of
+    // a 1024-key chunk of 12 rows in cache)
+    for (index_t r = 0; r < 4 * quad_vectors; ++r)
+      for (index_t d = 0; d < D; d += 4) {
+        float* dst = qt + (d / 4 * quad_vectors + r / 4) * lanes + r % 4 * 4;
+        if (r < R)
+          std::copy_n(qp + r * Dp + d, 4, dst);
+        else
+          std::fill_n(dst, 4, 0.0f);
+      }
     std::fill_n(s, block * Rp, 0.0f);
   } else if (tiles) {
     for (index_t d = 0; d < D; ++d)
@@ -362,16 +370,20 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   // Zen 4, a step took 7 % less time at 12 rows, 21 % less at 8. (Keys across the lanes, from a
   // transposed copy of the block's keys, with the row path's softmax, measured 5 % slower than
   // rows across the lanes at 12 rows: the transposes and per-row reductions cost more.)
+  // The fetch steps of a tiled block, and their period for a whole block fetched (a division
+  // per block cost 1-2 % of a 12-row step in cache).
+  const index_t steps = (quads         ? block / 8 * (D / 4)
+                         : Rp == lanes ? block / 8 * ((D + 7) / 8)
+                                       : gemm_fetch_steps(block, Rp, D)) +
+                        gemm_fetch_steps(R, Dvp, block);
+  const index_t block_period = std::max<index_t>(steps / block, 1);
   const auto tiled_block = [&](index_t j0) ATTN_SIMD_LAMBDA {
     const index_t jf = j0 + decode_fetch_ahead * block;  // the block fetched meanwhile
     const index_t next = std::max<index_t>(std::min(jf + block, fetch_end) - jf, 0);
-    const index_t score_steps = quads         ? block / 8 * (D / 4)
-                                : Rp == lanes ? block / 8 * ((D + 7) / 8)
-                                              : gemm_fetch_steps(block, Rp, D);
-    const index_t steps = score_steps + gemm_fetch_steps(R, Dvp, block);
     fetch_k.start(k + jf * ks, ks, D, next, steps);
     fetch_v.start(v + jf * vs, vs, Dv, next, steps);
-    const index_t period = std::max<index_t>(steps / std::max<index_t>(next, 1), 1);
+    const index_t period =
+        next == block ? block_period : std::max<index_t>(steps / std::max<index_t>(next, 1), 1);
     index_t countdown = period;
     const fetch_step step{&fetch_k, &fetch_v, &countdown, period};
     if (quads) {
@@ -386,8 +398,15 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       gemm(k + j0 * ks, ks, 1, qt, Rp, s, Rp, block, Rp, D, false, step);
     }
     for (index_t r = 0; r < Rp; r += lanes) {
-      reg mx = vec::load(s + r);
-      for (index_t j = 1; j < block; ++j) mx = vec::max(mx, vec::load(s + j * Rp + r));
+      // (four chains of maxima: one waited on each max in turn, 4 cycles a key)
+      reg mq[4];
+      ATTN_SIMD_UNROLL
+      for (int c = 0; c < 4; ++c) mq[c] = vec::load(s + c * Rp + r);
+      for (index_t j = 4; j < block; j += 4) {
+        ATTN_SIMD_UNROLL
+        for (int c = 0; c < 4; ++c) mq[c] = vec::max(mq[c], vec::load(s + (j + c) * Rp + r));
+      }
+      const reg mx = vec::max(vec::max(mq[0], mq[1]), vec::max(mq[2], mq[3]));
       const reg m_old = vec::load(m + r), m_new = vec::max(mx, m_old);
       const reg m_use = vec::replace_neg_inf(m_new, 0.0f);
       const reg a = vec::exp2(vec::sub(m_old, m_use));
