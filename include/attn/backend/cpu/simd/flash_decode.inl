@@ -399,6 +399,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     }
     for (index_t r = 0; r < Rp; r += lanes) {
       // (four chains of maxima: one waited on each max in turn, 4 cycles a key)
+      static_assert(block % 4 == 0);
       reg mq[4];
       ATTN_SIMD_UNROLL
       for (int c = 0; c < 4; ++c) mq[c] = vec::load(s + c * Rp + r);
