@@ -85,24 +85,23 @@ struct visibility {
   /// them (begin(i) >= keys.end); both bounds being nondecreasing, two binary searches find it.
   ATTN_HOST_DEVICE constexpr key_range rows_seeing(key_range keys) const {
     if (keys.empty()) return {};
-    index_t lo = 0, hi = q_len;  // the first row whose keys end past keys.begin
+    const index_t first = first_row(0, keys.begin, true);
+    return {first, first_row(first, keys.end, false)};
+  }
+
+ private:
+  /// The first row i >= from (q_len if none) with end(i) > key (`by_end`), else with
+  /// begin(i) >= key: a binary search, both bounds being nondecreasing in i.
+  ATTN_HOST_DEVICE constexpr index_t first_row(index_t from, index_t key, bool by_end) const {
+    index_t lo = from, hi = q_len;
     while (lo < hi) {
       const index_t mid = lo + (hi - lo) / 2;
-      if (end(mid) > keys.begin)
+      if (by_end ? end(mid) > key : begin(mid) >= key)
         hi = mid;
       else
         lo = mid + 1;
     }
-    const index_t first = lo;
-    hi = q_len;  // the first row whose keys begin at or past keys.end
-    while (lo < hi) {
-      const index_t mid = lo + (hi - lo) / 2;
-      if (begin(mid) >= keys.end)
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    return {first, lo};
+    return lo;
   }
 };
 

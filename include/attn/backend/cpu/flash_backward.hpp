@@ -25,11 +25,15 @@ namespace attn::cpu_detail {
 
 inline constexpr index_t backward_block = 64;  ///< keys per chunk step (every backward path)
 
-/// Key chunks per (batch, key head): about 24 items in all, at most 8 chunks, whole key blocks.
+inline constexpr index_t backward_max_chunks = 8;  ///< most key chunks of one (batch, key head)
+
+/// Key chunks per (batch, key head): about 24 items in all, at most backward_max_chunks, whole
+/// key blocks.
 inline index_t backward_chunks(const attention_shape& s) {
   const index_t blocks = (s.kv_len + backward_block - 1) / backward_block;
   const index_t heads = std::max<index_t>(1, s.batch * s.kv_heads);
-  return std::clamp<index_t>((24 + heads - 1) / heads, 1, std::clamp<index_t>(blocks, 1, 8));
+  return std::clamp<index_t>((24 + heads - 1) / heads, 1,
+                             std::clamp<index_t>(blocks, 1, backward_max_chunks));
 }
 
 /// Keys [begin, end) of chunk c of n over `keys` keys, in whole blocks.
@@ -247,7 +251,7 @@ void flash_attention_backward(const cpu_policy& policy, const attention_backward
                s.batch * s.heads, [&](index_t bh) {
                  const index_t b = bh / s.heads, h = bh % s.heads, len = kv_length(a, b);
                  const visibility vis(a.mask, s.q_len, len);
-                 key_range rows[8];  // backward_chunks: at most 8
+                 key_range rows[backward_max_chunks];
                  for (index_t c = 0; c < n; ++c)
                    rows[c] = vis.rows_seeing(backward_chunk(c, n, len));
                  const slice<T> out = rows_of(a.dq, b, h, 0, s.q_len);
