@@ -201,7 +201,8 @@ def main():
             row += " | %.1f" % rate
         for n in names[1:]:
             ratios = [x / y for x, y in zip(times[(c.label(), "attn")], times[(c.label(), n)])]
-            row += " | %.2f (%.2f-%.2f)" % (statistics.median(ratios), min(ratios), max(ratios))
+            # Three decimals: a floor of 1.5x is a ratio of 0.667.
+            row += " | %.3f (%.3f-%.3f)" % (statistics.median(ratios), min(ratios), max(ratios))
         print(row + " |")
 
 
