@@ -126,7 +126,8 @@ ATTN_SIMD_INLINE void gemm_banded(const float* a, index_t ars, index_t acs, cons
     index_t n0 = 0;
     for (; n0 + wide <= t.n; n0 += wide)
       gemm_tile<R, nq>(at, ars, acs, bt + n0, bs, ct + n0, cs, K, accumulate);
-    // The rest in one tile as wide as it is (as single vectors, each broadcast fed one FMA).
+    // The rest in one tile as wide as it is (as single-vector tiles, each broadcast fed only one
+    // FMA).
     const index_t rest = (t.n - n0) / lanes;
     [&]<int... V>(std::integer_sequence<int, V...>) ATTN_SIMD_LAMBDA {
       ((rest == V + 1 ? gemm_tile<R, V + 1>(at, ars, acs, bt + n0, bs, ct + n0, cs, K, accumulate)
