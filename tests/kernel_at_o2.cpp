@@ -3,8 +3,8 @@
 // register tiles in registers only if every helper and lambda that passes them around is
 // inlined into flash_item; one left out of line moves the tiles to the stack (3-4x slower).
 // The helpers meant to stay out of line are the decode kernel's leaves decode_scores,
-// decode_quad_scores, decode_row_scores and decode_pv_rows, whose tiles are born and used up
-// inside them.
+// decode_quad_scores, decode_row_scores and decode_pv_rows and the backward's
+// whole_block_grads, whose tiles are born and used up inside them.
 #include <attn/backend/cpu/simd/flash_simd.hpp>
 
 attn::cpu_detail::flash_kernel attn_kernel_at_o2(attn::index_t D, attn::index_t Dv) {

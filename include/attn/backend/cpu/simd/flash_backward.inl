@@ -15,6 +15,7 @@
 // Otherwise such a block's products are banded (gemm_banded): each query tile computes scores
 // only up to the last key its rows see, each key tile sums only the rows that see one of its
 // keys, so a block the causal diagonal crosses costs about half a full one.
+// In a whole block that every row sees, P and dS are computed as S and dP leave the registers.
 // dK_j and dV_j stay in scratch for the whole inner loop and are written once; dQ accumulates
 // in the item's own buffer. All five products go through one register-blocked tile
 // C[R x NV lanes] (+)= A(r, k) B[k, :]: A read by broadcasts at any strides, B and C rows
@@ -48,13 +49,19 @@ ATTN_SIMD_INLINE void stepped(index_t n, Step&& step, F&& f) {
   for (; k < n; k += S) f(k);
 }
 
+/// Stores a tile's sums as they are (gemm_tile's default).
+struct plain_store {
+  ATTN_SIMD_INLINE void operator()(float* p, int, reg x) const { vec::store(p, x); }
+};
+
 /// C rows [0, R) x columns [0, NV lanes) (+)= sum_k A(r, k) B[k, :], A(r, k) = a[r ars + k acs],
 /// B row k at b + k bs (any alignment), C row r at c + r cs (whole vectors); `step` as in
-/// stepped (the decode kernel's prefetches ride on it).
-template <int R, int NV, class Step = no_step>
+/// stepped (the decode kernel's prefetches ride on it); store(p, r, x) puts row r's sums x at
+/// p (an elementwise step can ride on it).
+template <int R, int NV, class Step = no_step, class Store = plain_store>
 ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const float* b,
                                 index_t bs, float* c, index_t cs, index_t K, bool accumulate,
-                                Step&& step = {}) {
+                                Step&& step = {}, Store&& store = {}) {
   reg acc[R][NV];
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
@@ -77,7 +84,7 @@ ATTN_SIMD_INLINE void gemm_tile(const float* a, index_t ars, index_t acs, const 
   ATTN_SIMD_UNROLL
   for (int r = 0; r < R; ++r) {
     ATTN_SIMD_UNROLL
-    for (int v = 0; v < NV; ++v) vec::store(c + r * cs + v * lanes, acc[r][v]);
+    for (int v = 0; v < NV; ++v) store(c + r * cs + v * lanes, r, acc[r][v]);
   }
 }
 
@@ -101,6 +108,40 @@ ATTN_SIMD_INLINE void gemm(const float* a, index_t ars, index_t acs, const float
       gemm_tile<R, 1>(a + r0 * ars, ars, acs, b + n0, bs, c + r0 * cs + n0, cs, K, accumulate,
                       step);
     });
+}
+
+/// P and dS of a whole block (bk_backward keys) that every row of the query block sees, rows
+/// [0, m), from the registers of their products (S and dP are never stored):
+///   ps  = P  = exp2(S scale log2 e - lse_i log2 e),  S  = Q_i K_j^T
+///   dss = dS = scale P (dP - D_i),                   dP = dO_i V_j^T
+/// with the elementwise pass's operations in its order (the other blocks take that pass).
+/// kt, vt: K_j^T and V_j^T (Dp and Dvp rows of bk_backward); lse2 = lse_i log2 e, drow = D_i.
+/// A function of its own: inlined into the item, GCC left the products' B rows in memory.
+ATTN_SIMD_NOINLINE inline void whole_block_grads(const float* qi, index_t Dp, index_t D,
+                                                 const float* doi, index_t Dvp, index_t Dv,
+                                                 const float* kt, const float* vt,
+                                                 const float* lse2, const float* drow, float scale,
+                                                 float scale_log2, index_t m, float* ps,
+                                                 float* dss) {
+  constexpr index_t bkb = vec::bk_backward, wide = index_t(nq) * lanes;
+  static_assert(bkb % wide == 0);
+  const reg sc = vec::set1(scale), sl = vec::set1(scale_log2);
+  in_groups(m, [&]<int R>(index_t r0) ATTN_SIMD_LAMBDA {
+    for (index_t n0 = 0; n0 < bkb; n0 += wide) {
+      float* pt = ps + r0 * bkb + n0;
+      float* dt = dss + r0 * bkb + n0;
+      gemm_tile<R, nq>(qi + r0 * Dp, Dp, 1, kt + n0, bkb, pt, bkb, D, false, no_step{},
+                       [&](float* p, int r, reg s) ATTN_SIMD_LAMBDA {
+                         const reg l2 = vec::set1(lse2[r0 + r]);
+                         vec::store(p, vec::exp2(vec::sub(vec::mul(s, sl), l2)));
+                       });
+      gemm_tile<R, nq>(doi + r0 * Dvp, Dvp, 1, vt + n0, bkb, dt, bkb, Dv, false, no_step{},
+                       [&](float* p, int r, reg dp) ATTN_SIMD_LAMBDA {
+                         const reg pv = vec::load(pt + (p - dt)), dr = vec::set1(drow[r0 + r]);
+                         vec::store(p, vec::mul(sc, vec::mul(pv, vec::sub(dp, dr))));
+                       });
+    }
+  });
 }
 
 /// What one row tile [r0, r1) of a banded product needs: k in [k0, k1), columns [0, n).
@@ -313,7 +354,11 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
           lo[r] = std::clamp<index_t>(row.begin - j0, 0, nk);
           hi[r] = std::max(lo[r], std::clamp<index_t>(row.end - j0, 0, nk));
         }
-        if (!edge) {
+        const bool whole = !edge && nk == bkb;  // P and dS as the products leave registers
+        if (whole) {
+          whole_block_grads(qi, Dp, D, doi, Dvp, Dv, kt, vt, lse2 + (i0 - r0), drow + (i0 - r0),
+                            h.scale, h.scale * log2e, m, ps, dss);
+        } else if (!edge) {
           gemm(qi, Dp, 1, kt, bkb, ps, bkb, m, nkp, D, false);      // S = Q K^T
           gemm(doi, Dvp, 1, vt, bkb, dss, bkb, m, nkp, Dv, false);  // dP = dO V^T
         } else {  // a query tile's scores: the key vectors up to its last row's hi
@@ -324,7 +369,7 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
             return tile_bounds{0, Dv, padded(hi[r1 - 1])};
           });
         }
-        for (index_t r = 0; r < m; ++r) {
+        for (index_t r = 0; r < m && !whole; ++r) {  // P in ps, dS in dss
           const index_t i = i0 - r0 + r;
           const reg l2 = vec::set1(lse2[i]), dr = vec::set1(drow[i]);
           const reg lov = vec::set1(float(lo[r])), hiv = vec::set1(float(hi[r]));
