@@ -110,11 +110,21 @@ ATTN_SIMD_INLINE void gemm(const float* a, index_t ars, index_t acs, const float
     });
 }
 
+/// P = exp2(S scale log2 e - lse log2 e) for a vector of scores S (one row's lse2 = lse log2 e).
+ATTN_SIMD_INLINE reg probability(reg s, reg scale_log2, reg lse2) {
+  return vec::exp2(vec::sub(vec::mul(s, scale_log2), lse2));
+}
+
+/// dS = scale P (dP - D) for a vector of P and dP (one row's D = rowsum(dO O)).
+ATTN_SIMD_INLINE reg score_grad(reg p, reg dp, reg drow, reg scale) {
+  return vec::mul(scale, vec::mul(p, vec::sub(dp, drow)));
+}
+
 /// P and dS of a whole block (bk_backward keys) that every row of the query block sees, rows
 /// [0, m), from the registers of their products (S and dP are never stored):
 ///   ps  = P  = exp2(S scale log2 e - lse_i log2 e),  S  = Q_i K_j^T
 ///   dss = dS = scale P (dP - D_i),                   dP = dO_i V_j^T
-/// with the elementwise pass's operations in its order (the other blocks take that pass).
+/// (probability and score_grad, as in the elementwise pass that the other blocks take).
 /// kt, vt: K_j^T and V_j^T (Dp and Dvp rows of bk_backward); lse2 = lse_i log2 e, drow = D_i.
 /// A function of its own: inlined into the item, GCC left the products' B rows in memory.
 ATTN_SIMD_NOINLINE inline void whole_block_grads(const float* qi, index_t Dp, index_t D,
@@ -132,13 +142,12 @@ ATTN_SIMD_NOINLINE inline void whole_block_grads(const float* qi, index_t Dp, in
       float* dt = dss + r0 * bkb + n0;
       gemm_tile<R, nq>(qi + r0 * Dp, Dp, 1, kt + n0, bkb, pt, bkb, D, false, no_step{},
                        [&](float* p, int r, reg s) ATTN_SIMD_LAMBDA {
-                         const reg l2 = vec::set1(lse2[r0 + r]);
-                         vec::store(p, vec::exp2(vec::sub(vec::mul(s, sl), l2)));
+                         vec::store(p, probability(s, sl, vec::set1(lse2[r0 + r])));
                        });
       gemm_tile<R, nq>(doi + r0 * Dvp, Dvp, 1, vt + n0, bkb, dt, bkb, Dv, false, no_step{},
                        [&](float* p, int r, reg dp) ATTN_SIMD_LAMBDA {
-                         const reg pv = vec::load(pt + (p - dt)), dr = vec::set1(drow[r0 + r]);
-                         vec::store(p, vec::mul(sc, vec::mul(pv, vec::sub(dp, dr))));
+                         const reg pv = vec::load(pt + (p - dt));
+                         vec::store(p, score_grad(pv, dp, vec::set1(drow[r0 + r]), sc));
                        });
     }
   });
@@ -381,8 +390,8 @@ ATTN_SIMD_NOINLINE inline void flash_backward_item(const flash_backward_head& h,
               vec::store(dsr + c, vec::zero());
               continue;
             }
-            const reg pv = vec::exp2(vec::sub(vec::mul(vec::load(pr + c), scale_log2), l2));
-            const reg dsv = vec::mul(scale, vec::mul(pv, vec::sub(vec::load(dsr + c), dr)));
+            const reg pv = probability(vec::load(pr + c), scale_log2, l2);
+            const reg dsv = score_grad(pv, vec::load(dsr + c), dr, scale);
             if (edge || c + lanes > nk) {  // 0, not 0 x NaN, where row i does not see the key
               alignas(64) float iota[lanes];
               for (int l = 0; l < lanes; ++l) iota[l] = float(c + l);
