@@ -39,7 +39,7 @@ attn::host_tensor<T, R> random_tensor(const attn::dims<R>& e, double amp = 1.0) 
 ///   pct_peak       the median over windows of 100 * (the window's rate) / (its roof);
 ///   pct_peak_best  100 * (the fastest window's rate) / (the highest roof sample).
 /// The host is shared and its speed drifts by tens of percent over seconds, so the roof is
-/// sampled next to the kernel; but a call timed right after a roof sample (about 5 ms away from
+/// sampled next to the kernel; but a call timed right after a roof sample (5-20 ms away from
 /// its data, its pool's workers asleep) read up to 30 % slow: T 256 causal took 1.66 ms there
 /// against 1.20 ms back to back (Zen 4), and the benchmark then disagreed with direct timing.
 /// So iterations run back to back in windows of about `window` seconds between roof samples,
