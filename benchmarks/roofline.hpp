@@ -215,7 +215,7 @@ inline double stream_read(int threads, std::size_t bytes = std::size_t(256) << 2
 /// calls: this machine's speed drifts by tens of percent over seconds (shared hosts), so only a
 /// roof measured next to the kernel gives a meaningful ratio. One 5 ms run is not enough: right
 /// after a kernel the loop starts below its steady rate and climbs back over 10-15 ms (after a
-/// window of backward calls, successive 5 ms runs read 195, 210, 225 GFLOP/s where the loop
+/// window of backward calls, successive 5 ms runs read about 195, 210, 225 GFLOP/s where the loop
 /// holds 230-237; Sapphire Rapids class Xeon, 2026-12-07), so a single run put the roof about
 /// 10 % low and every pct_peak as much too high.
 inline double roof_sample(int threads) { return measure_peak(threads, 4, 2'000'000); }
