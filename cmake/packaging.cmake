@@ -1,6 +1,7 @@
 # Packages around the CMake one (CMakeLists.txt installs the headers and the CMake config):
 #   - attn.pc for pkg-config, in share/pkgconfig (header-only, so architecture-independent);
-#   - README, LICENSE and the README's pictures (docs/images) in share/doc/attn;
+#   - README, LICENSE, the README's pictures (docs/images) and the benchmark log it links
+#     (docs/benchmarks.md) in share/doc/attn;
 #   - CPack: `cpack -G DEB` in a build tree makes libattn-dev_<version>_all.deb of all of that,
 #     installed under /usr and depending on libeigen3-dev.
 # Included from CMakeLists.txt after its install rules.
@@ -18,6 +19,7 @@ if(ATTN_INSTALL)
   set(ATTN_DOC_DIR ${CMAKE_INSTALL_DATAROOTDIR}/doc/attn)
   install(FILES README.md LICENSE DESTINATION ${ATTN_DOC_DIR})
   install(DIRECTORY docs/images DESTINATION ${ATTN_DOC_DIR}/docs)
+  install(FILES docs/benchmarks.md DESTINATION ${ATTN_DOC_DIR}/docs)  # (the README links it)
 endif()
 
 # Debian package (a Debian name for a headers-only library: lib<name>-dev). Only for the

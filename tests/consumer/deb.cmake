@@ -30,7 +30,8 @@ if(rc)
   message(FATAL_ERROR "dpkg -x failed")
 endif()
 foreach(file IN ITEMS include/attn/attn.hpp include/attn/version.hpp share/cmake/attn/attnConfig.cmake
-                      share/pkgconfig/attn.pc share/doc/attn/README.md share/doc/attn/LICENSE)
+                      share/pkgconfig/attn.pc share/doc/attn/README.md share/doc/attn/LICENSE
+                      share/doc/attn/docs/benchmarks.md)
   if(NOT EXISTS ${root}/usr/${file})
     message(FATAL_ERROR "the .deb has no /usr/${file}")
   endif()
