@@ -131,6 +131,9 @@ inline constexpr index_t decode_max_run = 8;
 /// A work item is a run of up to decode_max_run consecutive chunks of one head: while it
 /// finishes one chunk it already fetches the next, so its reads flow on as one stream instead
 /// of stalling at the start of every chunk.
+/// Where a head has one chunk (Tk <= decode_chunk) and the rows of a group are evenly spaced
+/// in o (and lse), the chunk writes them in place and nothing is merged: a merge of one part
+/// is the part itself (weight exp(0) = 1, scale 1 / 1), so the merge pass is skipped.
 inline void flash_decode(const cpu_policy& policy, const attention_args<float>& a,
                          const flash_kernel& kernel) {
   const attention_shape& s = a.shape;
@@ -153,6 +156,16 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   const index_t run =
       std::clamp<index_t>(heads * chunks / (4 * index_t(workers)), 1, decode_max_run);
   const index_t runs = (chunks + run - 1) / run;  // per head
+  // Row r = g Tq + i of a group is (query head g, query i): one stride for every row of t (an
+  // o or lse [B, H, Tq, ...]), or 0 where there is none.
+  const auto row_stride = [&](const auto& t) -> index_t {
+    if (rows == 1 || s.q_len == 1) return rows == 1 ? 1 : t.stride(1);
+    if (G == 1 || t.stride(1) == s.q_len * t.stride(2)) return t.stride(2);
+    return 0;
+  };
+  const index_t o_rs = a.o.empty() ? 0 : row_stride(a.o);
+  const bool direct = chunks == 1 && o_rs != 0 && (a.o.stride(3) == 1 || Dv <= 1) &&
+                      (a.lse.empty() || row_stride(a.lse) == 1);
   parallel_for(workers, heads * runs, [&](index_t it) {
     const index_t bh = it / runs, b = bh / s.kv_heads, hk = bh % s.kv_heads;
     const index_t len = kv_length(a, b), c0 = it % runs * run, c1 = std::min(c0 + run, chunks);
@@ -163,11 +176,14 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
       const key_range chunk{std::min(len, c * decode_chunk), std::min(len, (c + 1) * decode_chunk)};
       const index_t fetch_end = c + 1 < c1 ? std::min(len, (c + 2) * decode_chunk) : chunk.end;
       float* part = base + (bh * chunks + c) * per_chunk;  // (rows, Dv) outputs, then (rows) lse
+      float* lse_out = direct && !a.lse.empty() ? at(a.lse, b, hk * G) : part + rows * Dv;
       kernel.decode_item(rq, at(a.k, b, hk), a.k.stride(2), at(a.v, b, hk), a.v.stride(2),
                          s.head_dim, Dv, visibility(a.mask, s.q_len, len), chunk, fetch_end,
-                         scale_log2, part, Dv, part + rows * Dv, scratch);
+                         scale_log2, direct ? at(a.o, b, hk * G) : part, direct ? o_rs : Dv,
+                         lse_out, scratch);
     }
   });
+  if (direct) return;
   // Merge the chunks of every row in order: the same combination as merge_attention.
   constexpr float inf = std::numeric_limits<float>::infinity();
   parallel_for(worker_count(policy, heads, double(chunks * rows * Dv)), heads, [&](index_t bh) {

@@ -314,11 +314,12 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   index_t* ke = kb + R16;
   float* qt = reinterpret_cast<float*>(ke + R16);
   float* vp = qt + D * Rp;
-  for (index_t r = 0; r < R; ++r) {
+  const reg q_scale = vec::set1(scale_log2);
+  for (index_t r = 0; r < R; ++r) {  // (zeros past D)
     const float* src = rq.q + (r / rq.Tq) * rq.q_hs + (r % rq.Tq) * rq.qs;
-    float* dst = qp + r * Dp;
-    for (index_t d = 0; d < D; ++d) dst[d] = src[d] * scale_log2;
-    std::fill(dst + D, dst + Dp, 0.0f);
+    for (index_t d = 0; d < Dp; d += lanes)
+      vec::store(qp + r * Dp + d,
+                 vec::mul(vec::load_n(src + d, int(std::min<index_t>(lanes, D - d))), q_scale));
   }
   std::fill_n(acc, R * Dvp, 0.0f);
   std::fill_n(m, R16, -__builtin_inff());  // (the padding too: its lanes go through exp2)
@@ -545,6 +546,9 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   for (index_t r = 0; r < R; ++r) {
     const softmax_end<float> end = finish_softmax_log2(ke[r] > kb[r], m[r], l[r]);
     lse_out[r] = end.lse;
-    for (index_t d = 0; d < Dv; ++d) o_out[r * o_rs + d] = acc[r * Dvp + d] * end.scale;
+    const reg scale = vec::set1(end.scale);
+    for (index_t d = 0; d < Dv; d += lanes)
+      vec::store_n(o_out + r * o_rs + d, vec::mul(vec::load(acc + r * Dvp + d), scale),
+                   int(std::min<index_t>(lanes, Dv - d)));
   }
 }
