@@ -231,25 +231,28 @@ struct checker {
   }
 
   /// `a_name` (extent `a`) must equal `b_name` (extent `b`), e.g. same("k.D", 32, "q.D", 64).
-  void same(const std::string& a_name, index_t a, const std::string& b_name, index_t b) const {
+  /// (Names are views: a check that passes builds no string, so a decode step allocates
+  /// nothing.)
+  void same(std::string_view a_name, index_t a, std::string_view b_name, index_t b) const {
     if (a != b)
-      fail(a_name + " is " + std::to_string(a) + " but " + b_name + " is " + std::to_string(b) +
-           "; they must be equal");
+      fail(std::string(a_name) + " is " + std::to_string(a) + " but " + std::string(b_name) +
+           " is " + std::to_string(b) + "; they must be equal");
   }
 
-  void positive(const std::string& name, index_t a) const {
-    if (a <= 0) fail(name + " is " + std::to_string(a) + "; it must be >= 1");
+  void positive(std::string_view name, index_t a) const {
+    if (a <= 0) fail(std::string(name) + " is " + std::to_string(a) + "; it must be >= 1");
   }
 
   /// An optional rank-1 view (a bias): empty, or exactly `n` elements.
   template <class T, class S>
-  void optional_vector(const char* name, const tensor_view<T, 1, S>& b, const std::string& n_name,
+  void optional_vector(const char* name, const tensor_view<T, 1, S>& b, std::string_view n_name,
                        index_t n) const {
     if (!given(b)) return;
     view(name, b);
     if (b.extent(0) != n)
-      fail(std::string(name) + " has " + std::to_string(b.extent(0)) + " elements but " + n_name +
-           " is " + std::to_string(n) + "; pass an empty view or one of that size");
+      fail(std::string(name) + " has " + std::to_string(b.extent(0)) + " elements but " +
+           std::string(n_name) + " is " + std::to_string(n) +
+           "; pass an empty view or one of that size");
   }
 
   /// The score multiplier: `scale` if given, else 1/sqrt(d); finite in the element type T.
