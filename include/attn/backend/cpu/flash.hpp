@@ -159,7 +159,8 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   // Row r = g Tq + i of a group is (query head g, query i): one stride for every row of t (an
   // o or lse [B, H, Tq, ...]), or 0 where there is none.
   const auto row_stride = [&](const auto& t) -> index_t {
-    if (rows == 1 || s.q_len == 1) return rows == 1 ? 1 : t.stride(1);
+    if (rows == 1) return 1;               // (one row: any stride)
+    if (s.q_len == 1) return t.stride(1);  // a row per query head
     if (G == 1 || t.stride(1) == s.q_len * t.stride(2)) return t.stride(2);
     return 0;
   };
