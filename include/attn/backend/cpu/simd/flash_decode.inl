@@ -398,6 +398,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     } else {
       gemm(k + j0 * ks, ks, 1, qt, Rp, s, Rp, block, Rp, D, false, step);
     }
+    bool rescale = false;  // (once the running maxima settle, alpha is 1 in every row)
     for (index_t r = 0; r < Rp; r += lanes) {
       // (four chains of maxima: one waited on each max in turn, 4 cycles a key)
       static_assert(block % 4 == 0);
@@ -413,6 +414,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       const reg m_use = vec::replace_neg_inf(m_new, 0.0f);
       const reg a = vec::exp2(vec::sub(m_old, m_use));
       vec::store(alpha + r, a);
+      rescale = rescale || !vec::all_equal(a, 1.0f);
       vec::store(m + r, m_new);
       reg sum = vec::zero();
       for (index_t j = 0; j < block; ++j) {
@@ -422,7 +424,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
       }
       vec::store(l + r, vec::fmadd(a, vec::load(l + r), sum));
     }
-    for (index_t r = 0; r < R; ++r) {
+    for (index_t r = 0; r < R && rescale; ++r) {
       const reg a = vec::set1(alpha[r]);
       for (index_t x = 0; x < Dvp; x += lanes)
         vec::store(acc + r * Dvp + x, vec::mul(a, vec::load(acc + r * Dvp + x)));
