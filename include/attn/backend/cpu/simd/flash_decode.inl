@@ -84,34 +84,37 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
   }
 }
 
-/// S^T (decode_block, Rp) = K Q^T over a whole block for 4 C rows (AVX-512: V, the vec of
-/// 16 lanes), four rows to a vector, where rows across the lanes leave a quarter of the lanes
-/// idle at 12 rows and half at 8: block b of vector c holds row 4 c + b over four consecutive
-/// d (q4: Q so packed, the C vectors of each four d in turn), each key's four d's are
-/// broadcast to every block, and quad_sums turns four keys' partial sums into their scores,
-/// stored as four rows of S^T. Rows from 4 C on are left as they are. 8 keys at a time, from
-/// one pointer at a key stride KS > 0; `step` at every four d.
-template <class V, int C, index_t KS = 0, class Step>
-ATTN_SIMD_NOINLINE void decode_quad_scores(const float* q4, const float* k, index_t ks, float* s,
-                                           index_t Rp, index_t D, Step&& step) {
+/// S^T (decode_block, Rp) = K Q^T over a whole block for `per` C rows, per = V::lanes / 4 rows
+/// to a vector (4 with AVX-512, 2 with AVX2), where rows across the lanes would leave lanes idle
+/// (a quarter of them at 12 rows, half at 8 with AVX-512; a quarter at 12 with AVX2): block b
+/// (128 bits) of vector c holds row per c + b over four consecutive d (q4: Q so packed, the
+/// vectors of each four d in turn, qs floats apart, C of them from q4 on), each key's four d's
+/// are broadcast to every block, and quad_sums turns four keys' partial sums into their scores,
+/// stored as `per` columns of S^T from s on. Other columns are left as they are. KEYS keys at a
+/// time (a multiple of 4), from one pointer at a key stride KS > 0; `step` at every four d.
+template <class V, int C, int KEYS, index_t KS = 0, class Step>
+ATTN_SIMD_NOINLINE void decode_quad_scores(const float* q4, index_t qs, const float* k, index_t ks,
+                                           float* s, index_t Rp, index_t D, Step&& step) {
   if constexpr (KS > 0) ks = KS;
-  constexpr int keys = 8, per = V::lanes / 4;  // (four rows to a vector with AVX-512)
+  if constexpr (V::lanes == 16) qs = C * V::lanes;  // (one pass: the stride known to the compiler)
+  constexpr int per = V::lanes / 4;
+  static_assert(KEYS % 4 == 0 && decode_block % KEYS == 0);
   using reg = typename V::reg;
-  for (index_t j = 0; j < decode_block; j += keys) {
-    reg acc[C][keys];
+  for (index_t j = 0; j < decode_block; j += KEYS) {
+    reg acc[C][KEYS];
     ATTN_SIMD_UNROLL
     for (int c = 0; c < C; ++c) {
       ATTN_SIMD_UNROLL
-      for (int kk = 0; kk < keys; ++kk) acc[c][kk] = V::zero();
+      for (int kk = 0; kk < KEYS; ++kk) acc[c][kk] = V::zero();
     }
     const float* kr = k + j * ks;
     for (index_t d = 0; d < D; d += 4) {
       step(d);
       reg q[C];
       ATTN_SIMD_UNROLL
-      for (int c = 0; c < C; ++c) q[c] = V::load(q4 + (d / 4 * C + c) * V::lanes);
+      for (int c = 0; c < C; ++c) q[c] = V::load(q4 + d / 4 * qs + c * V::lanes);
       ATTN_SIMD_UNROLL
-      for (int kk = 0; kk < keys; ++kk) {
+      for (int kk = 0; kk < KEYS; ++kk) {
         const reg kb = V::bcast4(kr + kk * ks + d);
         ATTN_SIMD_UNROLL
         for (int c = 0; c < C; ++c) acc[c][kk] = V::fmadd(q[c], kb, acc[c][kk]);
@@ -120,25 +123,40 @@ ATTN_SIMD_NOINLINE void decode_quad_scores(const float* q4, const float* k, inde
     ATTN_SIMD_UNROLL
     for (int c = 0; c < C; ++c) {
       ATTN_SIMD_UNROLL
-      for (int h = 0; h < keys; h += 4)
+      for (int h = 0; h < KEYS; h += 4)
         V::store_columns(s + (j + h) * Rp + c * per, Rp,
                          V::quad_sums(acc[c][h], acc[c][h + 1], acc[c][h + 2], acc[c][h + 3]));
     }
   }
 }
 
-/// decode_quad_scores for the 4 C rows of q4 over the block of keys at k (with AVX-512 only:
-/// four 128-bit blocks to a vector; nothing with AVX2).
+/// Vectors of packed rows that decode_quad_scores takes in one pass, and keys at a time: with
+/// AVX-512 every vector (up to 3: 12 rows) and 8 keys; with AVX2 up to 3 vectors (6 rows) and
+/// 4 keys a pass (12 sums, 3 rows of Q and a broadcast: the 16 registers).
+inline constexpr int quad_pass = 3, quad_keys = lanes == 16 ? 8 : 4;
+
+/// The step() calls of quad_block_scores over a block, for `vectors` vectors of packed rows.
+ATTN_SIMD_INLINE index_t quad_steps(index_t vectors, index_t D) {
+  const index_t passes = lanes == 16 ? 1 : (vectors + quad_pass - 1) / quad_pass;
+  return passes * (decode_block / quad_keys) * (D / 4);
+}
+
+/// decode_quad_scores for the `vectors` vectors of packed rows at q4 (per 4 d, `vectors`
+/// vectors) over the block of keys at k: with AVX-512 up to 3 vectors (12 rows) in one pass,
+/// with AVX2 up to 6 (12 rows) in passes of 3.
 template <class V = vec, class Step>
-ATTN_SIMD_INLINE void quad_block_scores(index_t C, const float* q4, const float* k, index_t ks,
-                                        float* s, index_t Rp, index_t D, Step step) {
-  if constexpr (V::lanes == 16) {
-    if (C == 3)
-      ks == 64 ? decode_quad_scores<V, 3, 64>(q4, k, ks, s, Rp, D, step)
-               : decode_quad_scores<V, 3>(q4, k, ks, s, Rp, D, step);
+ATTN_SIMD_INLINE void quad_block_scores(index_t vectors, const float* q4, const float* k,
+                                        index_t ks, float* s, index_t Rp, index_t D, Step step) {
+  const index_t qs = vectors * V::lanes;
+  for (index_t c0 = 0; c0 < vectors; c0 += quad_pass) {  // (2 or 3 vectors a pass)
+    const float* q = q4 + c0 * V::lanes;
+    float* sc = s + c0 * (V::lanes / 4);
+    if (vectors - c0 >= 3)
+      ks == 64 ? decode_quad_scores<V, 3, quad_keys, 64>(q, qs, k, ks, sc, Rp, D, step)
+               : decode_quad_scores<V, 3, quad_keys>(q, qs, k, ks, sc, Rp, D, step);
     else
-      ks == 64 ? decode_quad_scores<V, 2, 64>(q4, k, ks, s, Rp, D, step)
-               : decode_quad_scores<V, 2>(q4, k, ks, s, Rp, D, step);
+      ks == 64 ? decode_quad_scores<V, 2, quad_keys, 64>(q, qs, k, ks, sc, Rp, D, step)
+               : decode_quad_scores<V, 2, quad_keys>(q, qs, k, ks, sc, Rp, D, step);
   }
 }
 
@@ -333,16 +351,18 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
     all_b = std::max(all_b, kb[r]), all_e = std::min(all_e, ke[r]);
   }
   const bool tiles = R >= decode_tile_rows;
-  // With AVX-512, tiles of up to 12 rows take decode_quad_scores, from Q packed in Q^T's place;
-  // S^T's lanes from row 4 quad_vectors on, which it never writes, are zeroed here.
-  const index_t quad_vectors = (R + 3) / 4;
-  const bool quads = tiles && lanes == 16 && R <= 12 && D % 4 == 0;
+  // Tiles of up to 12 rows whose S^T would leave lanes idle (8 to 12 rows with AVX-512, 9 to
+  // 12 with AVX2) take decode_quad_scores, from Q packed in Q^T's place; S^T's lanes from row
+  // per quad_vectors on, which it never writes, are zeroed here.
+  constexpr index_t per = lanes / 4;  // rows to a vector in decode_quad_scores
+  const index_t quad_vectors = (R + per - 1) / per;
+  const bool quads = tiles && R % lanes != 0 && R <= 12 && D % 4 == 0;
   if (quads) {
     // (four d's of a row at a time: as a scatter of single floats, this packing took 2 % of
     // a 1024-key step of 12 rows in cache)
-    for (index_t r = 0; r < 4 * quad_vectors; ++r)
+    for (index_t r = 0; r < per * quad_vectors; ++r)
       for (index_t d = 0; d < D; d += 4) {
-        float* dst = qt + (d / 4 * quad_vectors + r / 4) * lanes + r % 4 * 4;
+        float* dst = qt + (d / 4 * quad_vectors + r / per) * lanes + r % per * 4;
         if (r < R)
           std::copy_n(qp + r * Dp + d, 4, dst);
         else
@@ -368,12 +388,15 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   // values in bursts of 16 rows during P V (a fetch step every 8 k rather than 2). With AVX-512
   // and 8 to 12 rows, whose S^T would leave a half to a quarter of its lanes idle,
   // decode_quad_scores computes S^T instead, four rows to a vector: with K and V in L2 on a
-  // Zen 4, a step took 7 % less time at 12 rows, 21 % less at 8. (Keys across the lanes, from a
+  // Zen 4, a step took 7 % less time at 12 rows, 21 % less at 8. With AVX2 and 9 to 12 rows
+  // (at 12, a quarter of S^T's lanes idle) it takes two rows to a vector, in passes of six:
+  // on a Sapphire Rapids class Xeon (x86-64-v3 build, ATTN_CPU_ISA=avx2) a 12-row step of 1024
+  // keys in cache took 8 % less time. (Keys across the lanes, from a
   // transposed copy of the block's keys, with the row path's softmax, measured 5 % slower than
   // rows across the lanes at 12 rows: the transposes and per-row reductions cost more.)
   // The fetch steps of a tiled block, and their period for a whole block fetched (a division
   // per block cost 1-2 % of a 12-row step in cache).
-  const index_t steps = (quads         ? block / 8 * (D / 4)
+  const index_t steps = (quads         ? quad_steps(quad_vectors, D)
                          : Rp == lanes ? block / 8 * ((D + 7) / 8)
                                        : gemm_fetch_steps(block, Rp, D)) +
                         gemm_fetch_steps(R, Dvp, block);

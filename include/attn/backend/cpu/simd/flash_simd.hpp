@@ -251,6 +251,23 @@ struct vec {
     }
     return add(_mm256_permute2f128_ps(b[0], b[1], 0x20), _mm256_permute2f128_ps(b[0], b[1], 0x31));
   }
+  static reg bcast4(const float* p) { return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)); }
+  /// Block b (a 128-bit half), lane i <- the sum of r[i]'s lanes in block b (as AVX-512's).
+  ATTN_SIMD_INLINE static reg quad_sums(reg a, reg b, reg c, reg d) {
+    const reg x = add(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+    const reg y = add(_mm256_unpacklo_ps(c, d), _mm256_unpackhi_ps(c, d));
+    return add(_mm256_shuffle_ps(x, y, 0x44), _mm256_shuffle_ps(x, y, 0xee));
+  }
+  /// x's lanes as 2 columns by blocks: lane i of each block to p + i * stride, the low block's
+  /// first (p need not be aligned).
+  static void store_columns(float* p, index_t stride, reg x) {
+    const reg t = _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m128 lo = _mm256_castps256_ps128(t), hi = _mm256_extractf128_ps(t, 1);
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), lo);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(p + stride), lo);
+    _mm_storel_pi(reinterpret_cast<__m64*>(p + 2 * stride), hi);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(p + 3 * stride), hi);
+  }
   /// The largest lane (NaN lanes as max_ps orders them) and the sum of the lanes, in a fixed
   /// order: halves, then pairs, then neighbours.
   ATTN_SIMD_INLINE static float hmax(reg x) {
