@@ -251,7 +251,10 @@ struct vec {
     }
     return add(_mm256_permute2f128_ps(b[0], b[1], 0x20), _mm256_permute2f128_ps(b[0], b[1], 0x31));
   }
-  static reg bcast4(const float* p) { return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)); }
+  static reg bcast4(const float* p) {  // (one vbroadcastf128; p need not be aligned)
+    const __m128 x = _mm_loadu_ps(p);
+    return _mm256_set_m128(x, x);
+  }
   /// Block b (a 128-bit half), lane i <- the sum of r[i]'s lanes in block b (as AVX-512's).
   ATTN_SIMD_INLINE static reg quad_sums(reg a, reg b, reg c, reg d) {
     const reg x = add(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
