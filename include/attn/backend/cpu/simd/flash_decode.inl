@@ -137,8 +137,7 @@ inline constexpr int quad_pass = 3, quad_keys = lanes == 16 ? 8 : 4;
 
 /// The step() calls of quad_block_scores over a block, for `vectors` vectors of packed rows.
 ATTN_SIMD_INLINE index_t quad_steps(index_t vectors, index_t D) {
-  const index_t passes = lanes == 16 ? 1 : (vectors + quad_pass - 1) / quad_pass;
-  return passes * (decode_block / quad_keys) * (D / 4);
+  return (vectors + quad_pass - 1) / quad_pass * (decode_block / quad_keys) * (D / 4);
 }
 
 /// decode_quad_scores for the `vectors` vectors of packed rows at q4 (per 4 d, `vectors`
