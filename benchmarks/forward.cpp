@@ -1,6 +1,7 @@
 // Forward benchmarks: every stage, the fused attention and multi-head attention on the CPU
 // backend, with the baselines they should be read against, all measured in one run:
-//   - roof:  fp32 FMA throughput of this machine on 1 and 2 threads (pct_peak's denominator);
+//   - roof:  fp32 FMA throughput of this machine on 1 and 2 threads (pct_peak's denominator),
+//     and the kernels' own register tile on operands in L1 (a ceiling for their pct_peak);
 //   - eigen_gemm: an Eigen GEMM of the same shape / same FLOPs as the stage next to it;
 //   - unfused: the textbook composition scaled_scores -> causal_mask -> softmax_rows ->
 //     weighted_values, which materialises [T, T].
@@ -18,6 +19,44 @@ void roof(benchmark::State& st, int threads) {
   double flops = 0;
   for (auto _ : st) flops = attn::bench::measure_peak(threads);
   st.counters["GFLOP/s"] = flops / 1e9;
+}
+
+#if ATTN_CPU_SIMD
+/// C (64 x 64) += A (64 x 64) B (64 x 64) through the kernels' float GEMM of one instruction set
+/// (compiled for it, as the kernels are, whatever the flags of this file).
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) void tile_gemm_avx512(const float* a,
+                                                                           const float* b,
+                                                                           float* c) {
+  attn::cpu_detail::avx512::gemm(a, 64, 1, b, 64, c, 64, 64, 64, 64, true);
+}
+__attribute__((target("avx2,fma"))) void tile_gemm_avx2(const float* a, const float* b, float* c) {
+  attn::cpu_detail::avx2::gemm(a, 64, 1, b, 64, c, 64, 64, 64, 64, true);
+}
+#endif
+
+/// The fused kernels' register tile on operands that never leave L1: C (64 x 64) += A (64 x 64)
+/// B (64 x 64) through the float GEMM of the instruction set the kernels use (the backward's
+/// products; the forward's two products are register tiles of the same shape, rk rows x nq
+/// vectors), on one thread. Its pct_peak is what that tile reaches with nothing else to do: a
+/// ceiling for the kernels' pct_peak, beside the roof of a loop of FMAs alone.
+void tile(benchmark::State& st) {
+  constexpr index_t n = 64, calls = 2000;
+  alignas(64) static float a[n * n], b[n * n], c[n * n];
+  for (index_t i = 0; i < n * n; ++i) a[i] = b[i] = 1e-3f * float(i % 17), c[i] = 0;
+  void (*gemm)(const float*, const float*, float*) = nullptr;
+#if ATTN_CPU_SIMD
+  namespace cd = attn::cpu_detail;
+  if (cd::active_isa() == cd::isa::avx512) gemm = tile_gemm_avx512;
+  if (cd::active_isa() == cd::isa::avx2) gemm = tile_gemm_avx2;
+#endif
+  if (gemm == nullptr) {
+    st.SkipWithError("no SIMD kernel on this machine (or ATTN_CPU_ISA=generic)");
+    return;
+  }
+  timed(st, 2.0 * double(n * n * n * calls), 1, [&] {
+    for (index_t i = 0; i < calls; ++i) gemm(a, b, c);
+    benchmark::DoNotOptimize(c);
+  });
 }
 
 template <class Policy, class T>
@@ -128,6 +167,7 @@ void register_forward() {
   for (int t : {1, 2})
     RegisterBenchmark(("roof/fp32_fma/threads:" + std::to_string(t)).c_str(), roof, t)
         ->Iterations(1);
+  RegisterBenchmark("roof/fp32_tile/threads:1", tile)->UseRealTime();
 
   for (index_t B : {1, 8})
     for (index_t T_ : {256, 1024, 4096, 16384})
