@@ -180,6 +180,28 @@ void non_finite_values_count_only_where_visible() {
     EXPECT_TRUE(std::isnan(double(lse(0, 0, Tq - 1)))) << Tq;
     EXPECT_TRUE(std::isfinite(double(lse(0, 1, 0)))) << Tq;
   }
+  // Scores that are all -inf where a row sees keys (a -inf query against positive keys) end
+  // as one pass over the keys ends them, 0 / 0: NaN output with lse -inf, not the zeros of a
+  // row that sees no key. On the decode path (one query, two heads per KV head) over one chunk
+  // of keys and over several (their merge), with a strided lse that the kernel cannot write in
+  // place, and on the item kernel (17 queries); the other head stays finite.
+  for (index_t Tq : {1, 17})
+    for (index_t Tk : {40, 1500}) {
+      const shape s{1, 2, Tq, Tk, 8, 8, 1};
+      qkv<C> in(s);
+      for (index_t i = 0; i < Tq; ++i) in.q(0, 0, i, 0) = from_double<T>(-INFINITY);
+      for (index_t j = 0; j < Tk; ++j)
+        in.k(0, 0, j, 0) = from_double<T>(0.25 + std::fabs(to_double(in.k(0, 0, j, 0))));
+      host_tensor<T, 4> o({1, 2, Tq, 8});
+      host_tensor<accum_t<T>, 3> lse_memory({1, 2, 2 * Tq});
+      const tensor_view<accum_t<T>, 3> lse(lse_memory.data(), {1, 2, Tq}, {4 * Tq, 2 * Tq, 2});
+      attention(C::policy(), in.q.view(), in.k.view(), in.v.view(), o.view(), lse, {});
+      for (index_t i = 0; i < Tq; ++i) {
+        EXPECT_TRUE(std::isnan(to_double(o(0, 0, i, 3)))) << Tq << " " << Tk << " " << i;
+        EXPECT_EQ(double(lse(0, 0, i)), -INFINITY) << Tq << " " << Tk << " " << i;
+        EXPECT_TRUE(std::isfinite(to_double(o(0, 1, i, 3)))) << Tq << " " << Tk << " " << i;
+      }
+    }
   {  // merging a NaN part with one that saw no key (lse -inf) gives NaN, in either order
     host_tensor<T, 4> oa({1, 1, 1, 2}), ob({1, 1, 1, 2}), o({1, 1, 1, 2});
     host_tensor<accum_t<T>, 3> la({1, 1, 1}), lb({1, 1, 1}), lse({1, 1, 1});

@@ -189,6 +189,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
   constexpr float inf = std::numeric_limits<float>::infinity();
   parallel_for(worker_count(policy, heads, double(chunks * rows * Dv)), heads, [&](index_t bh) {
     const index_t b = bh / s.kv_heads, hk = bh % s.kv_heads;
+    const visibility vis(a.mask, s.q_len, kv_length(a, b));
     const float* first = base + bh * chunks * per_chunk;
     // exp(lse - m) per chunk, then a row's weighted sums (added chunk by chunk,
     // each along the row: the same order per element as chunk after chunk)
@@ -204,8 +205,10 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
         w[c] = lse == -inf ? 0.0f : std::exp(lse - m);
         sum += w[c];
       }
-      // m is -inf only when no chunk saw a key; a NaN in any chunk reaches sum.
-      const softmax_end<float> end = finish_softmax(m != -inf, m, sum);
+      // A NaN in any chunk reaches sum. m is -inf where no chunk saw a key, and also where
+      // every score the row sees is -inf (an infinite q or k): that row ends as one pass over
+      // its keys ends it, 0 / 0 = NaN with lse -inf, not with the zeros of a row that sees none.
+      const softmax_end<float> end = finish_softmax(!vis.row(i).empty(), m, sum);
       std::fill_n(x, Dv, 0.0f);
       for (index_t c = 0; c < chunks; ++c) {
         if (first[c * per_chunk + rows * Dv + r] == -inf) continue;

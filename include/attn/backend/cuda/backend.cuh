@@ -107,8 +107,8 @@ void flash(cudaStream_t stream, const attention_args<T, device_space>& a) {
           kernel, dim3(unsigned(chunks), unsigned(s.kv_heads), unsigned(s.batch)),
           dim3(32 * f32_warps), flash_fp32_shared(C), stream, f, static_cast<int>(s.group()), w);
     });
-    ATTN_CUDA_LAUNCH(&decode_merge_kernel<T>, dim3(blocks_for(rows, 4)), dim3(128), 0, stream, w,
-                     f.o, f.lse, f.lse_s0, f.lse_s1, f.lse_s2, s.batch, s.heads, s.q_len, Dv);
+    ATTN_CUDA_LAUNCH(&decode_merge_kernel<T>, dim3(blocks_for(rows, 4)), dim3(128), 0, stream, w, f,
+                     s.batch, s.heads);
     check(cudaFreeAsync(memory, stream), "cudaFreeAsync", __FILE__, __LINE__);
     return;
   }

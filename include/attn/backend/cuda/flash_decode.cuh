@@ -100,11 +100,13 @@ __global__ void __launch_bounds__(32 * f32_warps, 1)
 }
 
 /// o and lse of every row from its chunks, added in chunk order (the merge of
-/// merge_attention): one warp per row, lane l owning columns l + 32 c.
+/// merge_attention): one warp per row, lane l owning columns l + 32 c. f: the decode's
+/// arguments (o, lse and the visibility rule are read from it).
 template <class T>
 __global__ void __launch_bounds__(128)
-    decode_merge_kernel(decode_workspace w, batched<T> o, float* lse, index_t lse_s0,
-                        index_t lse_s1, index_t lse_s2, index_t B, index_t H, index_t Tq, int Dv) {
+    decode_merge_kernel(decode_workspace w, flash_params<T> f, index_t B, index_t H) {
+  const index_t Tq = f.Tq;
+  const int Dv = f.Dv;
   const index_t r = index_t(blockIdx.x) * 4 + threadIdx.x / 32;
   if (r >= B * H * Tq) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -116,17 +118,19 @@ __global__ void __launch_bounds__(128)
     const float x = w.lse[c * rows + r];
     sum += x == neg_inf ? 0.0f : exp2f((x - m) * log2e);
   }
-  // m is -inf only when no chunk saw a key; a NaN in any chunk reaches the sum.
-  const softmax_end<float> end = finish_softmax(m != neg_inf, m, sum);
+  // A NaN in any chunk reaches the sum. m is -inf where no chunk saw a key, and also where
+  // every score the row sees is -inf (an infinite q or k): that row ends as one pass over its
+  // keys ends it, 0 / 0 = NaN with lse -inf, not with the zeros of a row that sees none.
+  const softmax_end<float> end = finish_softmax(!f.vis(b).row(i).empty(), m, sum);
   for (int d = lane; d < Dv; d += 32) {
     float x = 0.0f;
     for (index_t c = 0; c < w.chunks; ++c) {
       const float lc = w.lse[c * rows + r];
       if (lc != neg_inf) x += exp2f((lc - m) * log2e) * w.o[(c * rows + r) * Dv + d];
     }
-    o.at(b, h)[i * o.rs + d * o.cs] = from_float<T>(x * end.scale);
+    f.o.at(b, h)[i * f.o.rs + d * f.o.cs] = from_float<T>(x * end.scale);
   }
-  if (lse != nullptr && lane == 0) lse[b * lse_s0 + h * lse_s1 + i * lse_s2] = end.lse;
+  if (f.lse != nullptr && lane == 0) *f.lse_at(b, h, i) = end.lse;
 }
 
 }  // namespace attn::cuda_detail
