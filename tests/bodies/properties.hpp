@@ -202,6 +202,32 @@ void non_finite_values_count_only_where_visible() {
         EXPECT_TRUE(std::isfinite(to_double(o(0, 1, i, 3)))) << Tq << " " << Tk << " " << i;
       }
     }
+  // Keys 0-1023 with scores of -inf (a -inf key against positive queries) beside finite ones:
+  // their p is exactly 0, so their values add 0, but 0 x NaN where one of them is NaN, in its
+  // column only. On the decode path that is a whole chunk of -inf scores merged with finite
+  // ones (one query, and four: 8 rows of a group, the tiled blocks), and on the item kernel.
+  for (index_t Tq : {1, 4, 17}) {
+    const shape s{1, 2, Tq, 1500, 8, 8, 1};
+    qkv<C> in(s);
+    for (index_t h = 0; h < 2; ++h)
+      for (index_t i = 0; i < Tq; ++i)
+        in.q(0, h, i, 0) = from_double<T>(0.25 + std::fabs(to_double(in.q(0, h, i, 0))));
+    for (index_t j = 0; j < 1024; ++j) in.k(0, 0, j, 0) = from_double<T>(-INFINITY);
+    host_tensor<T, 4> clean({1, 2, Tq, 8}), dirty({1, 2, Tq, 8});
+    attention(C::policy(), in.q.view(), in.k.view(), in.v.view(), clean.view());
+    in.v(0, 0, 700, 5) = nan;
+    attention(C::policy(), in.q.view(), in.k.view(), in.v.view(), dirty.view());
+    EXPECT_TRUE(all_finite(clean)) << Tq;
+    for (index_t h = 0; h < 2; ++h)
+      for (index_t i = 0; i < Tq; ++i)
+        for (index_t d = 0; d < 8; ++d) {
+          if (d == 5)
+            EXPECT_TRUE(std::isnan(to_double(dirty(0, h, i, d)))) << Tq << " " << h << " " << i;
+          else
+            EXPECT_EQ(to_double(dirty(0, h, i, d)), to_double(clean(0, h, i, d)))
+                << Tq << " " << h << " " << i << " " << d;
+        }
+  }
   {  // merging a NaN part with one that saw no key (lse -inf) gives NaN, in either order
     host_tensor<T, 4> oa({1, 1, 1, 2}), ob({1, 1, 1, 2}), o({1, 1, 1, 2});
     host_tensor<accum_t<T>, 3> la({1, 1, 1}), lb({1, 1, 1}), lse({1, 1, 1});

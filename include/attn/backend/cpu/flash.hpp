@@ -181,7 +181,7 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
       kernel.decode_item(rq, at(a.k, b, hk), a.k.stride(2), at(a.v, b, hk), a.v.stride(2),
                          s.head_dim, Dv, visibility(a.mask, s.q_len, len), chunk, fetch_end,
                          scale_log2, direct ? at(a.o, b, hk * G) : part, direct ? o_rs : Dv,
-                         lse_out, scratch);
+                         lse_out, !direct, scratch);
     }
   });
   if (direct) return;
@@ -209,9 +209,10 @@ inline void flash_decode(const cpu_policy& policy, const attention_args<float>& 
       // every score the row sees is -inf (an infinite q or k): that row ends as one pass over
       // its keys ends it, 0 / 0 = NaN with lse -inf, not with the zeros of a row that sees none.
       const softmax_end<float> end = finish_softmax(!vis.row(i).empty(), m, sum);
+      // (every chunk, those of weight 0 too: their parts hold zeros, or NaN where the row saw
+      // a NaN or Inf value with a score of -inf, which reaches the row as 0 x NaN would)
       std::fill_n(x, Dv, 0.0f);
       for (index_t c = 0; c < chunks; ++c) {
-        if (first[c * per_chunk + rows * Dv + r] == -inf) continue;
         const float wc = w[c], *oc = first + c * per_chunk + r * Dv;
         for (index_t d = 0; d < Dv; ++d) x[d] += wc * oc[d];
       }

@@ -89,12 +89,17 @@ __global__ void __launch_bounds__(32 * f32_warps, 1)
     const key_range keys = vis.row(i);
     const bool sees = (keys.begin > chunk.begin ? keys.begin : chunk.begin) <
                       (keys.end < chunk.end ? keys.end : chunk.end);
-    const softmax_end<float> end = finish_softmax_log2(sees, st.m[r], warp_sum(st.l[r]));
+    const float sum = warp_sum(st.l[r]);
+    const softmax_end<float> end = finish_softmax_log2(sees, st.m[r], sum);
+    // A row that sees keys whose scores are all -inf: 0 times the values' sum (zeros, or NaN
+    // for a NaN or Inf value it sees), with lse -inf; weighted by 0, the merge adds what one
+    // pass over all the keys would (0 x v), where 0 / 0 would make the merged row NaN.
+    const float scale = sum == 0.0f ? 0.0f : end.scale;
     const index_t H = index_t(gridDim.y) * group;
     const index_t at = ((c * index_t(gridDim.z) + b) * H + h) * f.Tq + i;
     ATTN_CUDA_UNROLL
     for (int cc = 0; cc < Chunks; ++cc)
-      if (lane + 32 * cc < Dv) w.o[at * Dv + lane + 32 * cc] = st.acc[r][cc] * end.scale;
+      if (lane + 32 * cc < Dv) w.o[at * Dv + lane + 32 * cc] = st.acc[r][cc] * scale;
     if (lane == 0) w.lse[at] = end.lse;
   }
 }
@@ -122,11 +127,13 @@ __global__ void __launch_bounds__(128)
   // every score the row sees is -inf (an infinite q or k): that row ends as one pass over its
   // keys ends it, 0 / 0 = NaN with lse -inf, not with the zeros of a row that sees none.
   const softmax_end<float> end = finish_softmax(!f.vis(b).row(i).empty(), m, sum);
+  // (every chunk, those of weight 0 too: their parts hold zeros, or NaN where the row saw a
+  // NaN or Inf value with a score of -inf, which reaches the row as 0 x NaN would)
   for (int d = lane; d < Dv; d += 32) {
     float x = 0.0f;
     for (index_t c = 0; c < w.chunks; ++c) {
       const float lc = w.lse[c * rows + r];
-      if (lc != neg_inf) x += exp2f((lc - m) * log2e) * w.o[(c * rows + r) * Dv + d];
+      x += (lc == neg_inf ? 0.0f : exp2f((lc - m) * log2e)) * w.o[(c * rows + r) * Dv + d];
     }
     f.o.at(b, h)[i * f.o.rs + d * f.o.cs] = from_float<T>(x * end.scale);
   }

@@ -468,7 +468,7 @@ struct flash_kernel {
   /// The decode kernel (flash_decode.inl).
   void (*decode_item)(const decode_rows&, const float*, index_t, const float*, index_t, index_t,
                       index_t, const visibility&, key_range, index_t, float, float*, index_t,
-                      float*, float*) = nullptr;
+                      float*, bool, float*) = nullptr;
 };
 
 inline flash_kernel simd_flash_kernel(index_t D, index_t Dv) {
