@@ -1,15 +1,17 @@
 // A fuzz target for the public functions (the fused attention, with per-row key counts or not,
 // over a KV cache and packed varlen, and its backward; the forward stages and their backwards,
 // project_qkv, merge_attention, multi_head_attention and its backward): each input builds one small
-// random problem (extents 0-70, random strides, offsets into one shared arena so that views may
-// overlap, options, thread counts) and calls one function on attn::cpu. Either the call throws
-// shape_error and the arena is bit-for-bit what it was, or it returns, nothing outside its outputs
-// changed, and the outputs match attn::reference run on dense copies of the inputs.
+// random problem (extents 0-70, up to 2399 keys for the split-KV decode, random strides, offsets
+// into one shared arena so that views may overlap, options, thread counts) and calls one function
+// on attn::cpu. Either the call throws shape_error and the arena is bit-for-bit what it was, or it
+// returns, nothing outside its outputs changed, and the outputs match attn::reference run on dense
+// copies of the inputs.
 //
 // With clang: clang++ -fsanitize=fuzzer,address (scripts/test runs it for a minute
 // from tests/fuzz/corpus). Without libFuzzer (ATTN_FUZZ_REPLAY): a main that replays the files
 // given on the command line, so every committed input is a regression test (CTest fuzz.replay).
 
+#include <algorithm>
 #include <array>
 #include <attn/attn.hpp>
 #include <cmath>
@@ -223,6 +225,37 @@ bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::
   return true;
 }
 
+/// The fused attention, with a key count per batch row (now and then out of range) where
+/// `with_lengths`, and an lse now and then, against the reference. e: B, H, Hkv, Tq, Tk, D, Dv.
+void attention_with_lengths(choices& c, arena& a, const attn::cpu_policy& pol,
+                            const attn::attention_options& opt, const std::array<index_t, 7>& e,
+                            bool with_lengths) {
+  const auto [B, H, Hkv, Tq, Tk, D, Dv] = e;
+  attn::tensor_view<const float, 4> q, k, v;
+  attn::tensor_view<float, 4> o;
+  attn::tensor_view<float, 3> lse;
+  attn::host_tensor<std::int32_t, 1> lengths(attn::dims<1>{B});
+  for (index_t b = 0; with_lengths && b < B; ++b)
+    lengths(b) = std::int32_t(c.below(Tk + 2) - (c.byte() == 0));
+  if (!a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, Hkv, Tk, D}, k) ||
+      !a.view(c, {B, Hkv, Tk, Dv}, v) || !a.view(c, {B, H, Tq, Dv}, o) ||
+      (c.byte() % 2 && !a.view(c, {B, H, Tq}, lse)))
+    return;
+  const attn::tensor_view<const std::int32_t, 1> kv_lengths =
+      with_lengths ? lengths.view() : attn::tensor_view<const std::int32_t, 1>{};
+  check(
+      a, pol, [&](const auto& p) { attn::attention(p, q, k, v, o, lse, opt, kv_lengths); },
+      [&] {
+        auto dq = dense(q), dk = dense(k), dv = dense(v);
+        attn::host_tensor<float, 4> ro(o.extents());
+        attn::host_tensor<float, 3> rl(lse.extents());
+        attn::attention(attn::reference, dq.view(), dk.view(), dv.view(), ro.view(), given(lse, rl),
+                        opt, kv_lengths);
+        return std::vector<std::vector<float>>{flat(ro), flat(rl)};
+      },
+      o, lse);
+}
+
 void one_case(choices& c) {
   arena a;  // values of unit scale from a seeded generator, now and then a few non-finite
   std::uint32_t state = c.byte() << 8 | c.byte() | 1u;
@@ -257,8 +290,11 @@ void one_case(choices& c) {
   const auto ref = [](auto&&... tensors) {
     return std::vector<std::vector<float>>{flat(tensors)...};
   };
-  // Ten operations for the byte values below 240 (as in the first corpus), eight more above.
-  const unsigned pick = c.byte(), op = pick < 240 ? pick % 10 : 10 + (pick - 240) % 8;
+  // Ten operations for the byte values below 240 (as in the first corpus), eight more above,
+  // and the last value (once a second one for op 17) for the split-KV decode.
+  const unsigned pick = c.byte(), op = pick < 240    ? pick % 10
+                                       : pick == 255 ? 18
+                                                     : 10 + (pick - 240) % 8;
   if (std::getenv("ATTN_FUZZ_VERBOSE"))
     std::fprintf(stderr,
                  "op %u threads %d B %td H %td Hkv %td Tq %td Tk %td D %td Dv %td causal %d "
@@ -414,10 +450,15 @@ void one_case(choices& c) {
                         opt);
         scatter(a, o, o0), scatter(a, lse, l0);
         // The backward's contract: o and lse are the forward's of these q, k, v. Where o or
-        // lse shares memory with q, k or v, writing them changed those; skip such a case.
-        auto q1 = dense(q), k1 = dense(k), v1 = dense(v);
+        // lse shares memory with q, k or v, writing them changed those; skip such a case. So
+        // too where d_o shares memory with lse and took the -inf of a row that sees no key:
+        // an infinite d_o makes a gradient inf where D_i sums d_o o (the kernels) and NaN
+        // where it sums P dP (the reference), both IEEE arithmetic.
+        auto q1 = dense(q), k1 = dense(k), v1 = dense(v), do1 = dense(d_o);
         if (flat(q1) != flat(dq0) || flat(k1) != flat(dk0) || flat(v1) != flat(dv0) ||
-            flat(dense(o)) != flat(o0) || flat(dense(lse)) != flat(l0))
+            flat(dense(o)) != flat(o0) || flat(dense(lse)) != flat(l0) ||
+            !std::all_of(do1.data(), do1.data() + do1.size(),
+                         [](float x) { return std::isfinite(x); }))
           return;
       } catch (const attn::shape_error&) {
         return;
@@ -652,28 +693,14 @@ void one_case(choices& c) {
           ds);
       break;
     }
-    case 15: {  // attention over a padded batch: a key count per row (now and then out of range)
-      in4 q, k, v;
-      out4 o;
-      attn::tensor_view<float, 3> lse;
-      attn::host_tensor<std::int32_t, 1> lengths(attn::dims<1>{B});
-      for (index_t b = 0; b < B; ++b) lengths(b) = std::int32_t(c.below(Tk + 2) - (c.byte() == 0));
-      if (!a.view(c, {B, H, Tq, D}, q) || !a.view(c, {B, Hkv, Tk, D}, k) ||
-          !a.view(c, {B, Hkv, Tk, Dv}, v) || !a.view(c, {B, H, Tq, Dv}, o) ||
-          (c.byte() % 2 && !a.view(c, {B, H, Tq}, lse)))
-        return;
-      const attn::tensor_view<const std::int32_t, 1> kv_lengths = lengths.view();
-      check(
-          a, pol, [&](const auto& p) { attn::attention(p, q, k, v, o, lse, opt, kv_lengths); },
-          [&] {
-            auto dq = dense(q), dk = dense(k), dv = dense(v);
-            attn::host_tensor<float, 4> ro(o.extents());
-            attn::host_tensor<float, 3> rl(lse.extents());
-            attn::attention(attn::reference, dq.view(), dk.view(), dv.view(), ro.view(),
-                            given(lse, rl), opt, kv_lengths);
-            return ref(ro, rl);
-          },
-          o, lse);
+    case 15:  // attention over a padded batch: a key count per row (now and then out of range)
+      attention_with_lengths(c, a, pol, opt, {B, H, Hkv, Tq, Tk, D, Dv}, true);
+      break;
+    case 18: {  // the split-KV decode: up to 8 queries against 1000-2399 keys (one to three of
+                // the CPU kernel's chunks, merged), head dims up to 4, key counts or not
+      const std::array<index_t, 7> e{
+          B, H, Hkv, 1 + c.below(8), 1000 + c.below(1400), 1 + c.below(4), c.below(5)};
+      attention_with_lengths(c, a, pol, opt, e, c.byte() % 2);
       break;
     }
     case 16: {  // a KV cache: lengths, append (now and then past capacity), attention over it
