@@ -1,7 +1,7 @@
 // A fuzz target for the public functions (the fused attention, with per-row key counts or not,
 // over a KV cache and packed varlen, and its backward; the forward stages and their backwards,
 // project_qkv, merge_attention, multi_head_attention and its backward): each input builds one small
-// random problem (extents 0-70, up to 2399 keys for the split-KV decode, random strides, offsets
+// random problem (extents 0-70, up to 2399 keys in long-range cases, random strides, offsets
 // into one shared arena so that views may overlap, options, thread counts) and calls one function
 // on attn::cpu. Either the call throws shape_error and the arena is bit-for-bit what it was, or it
 // returns, nothing outside its outputs changed, and the outputs match attn::reference run on dense
@@ -291,7 +291,7 @@ void one_case(choices& c) {
     return std::vector<std::vector<float>>{flat(tensors)...};
   };
   // Ten operations for the byte values below 240 (as in the first corpus), eight more above,
-  // and the last value (once a second one for op 17) for the split-KV decode.
+  // and the last value (once a second one for op 17) for long key ranges.
   const unsigned pick = c.byte(), op = pick < 240    ? pick % 10
                                        : pick == 255 ? 18
                                                      : 10 + (pick - 240) % 8;
@@ -696,10 +696,13 @@ void one_case(choices& c) {
     case 15:  // attention over a padded batch: a key count per row (now and then out of range)
       attention_with_lengths(c, a, pol, opt, {B, H, Hkv, Tq, Tk, D, Dv}, true);
       break;
-    case 18: {  // the split-KV decode: up to 8 queries against 1000-2399 keys (one to three of
-                // the CPU kernel's chunks, merged), head dims up to 4, key counts or not
+    case 18: {  // long key ranges: up to 8 queries against 1000-2399 keys (the split-KV decode:
+                // one to three of the CPU kernel's chunks, merged), now and then 9-48 (the item
+                // kernel: two to five key blocks, rescaled between them), head dims up to 4,
+                // key counts or not
+      const index_t queries = c.byte() % 4 == 0 ? 9 + c.below(40) : 1 + c.below(8);
       const std::array<index_t, 7> e{
-          B, H, Hkv, 1 + c.below(8), 1000 + c.below(1400), 1 + c.below(4), c.below(5)};
+          B, H, Hkv, queries, 1000 + c.below(1400), 1 + c.below(4), c.below(5)};
       attention_with_lengths(c, a, pol, opt, e, c.byte() % 2);
       break;
     }
