@@ -139,6 +139,16 @@ ATTN_HOST_DEVICE constexpr A softmax_scale(bool sees_a_key, A sum) {
   return sees_a_key ? A(1) / sum : A(0);
 }
 
+/// The scale of one chunk's part of a row that a merge will weigh by exp(lse - max) (split-KV
+/// decoding): softmax_end's, except where the chunk's visible scores were all -inf (sum 0):
+/// 0, not 1 / 0, so that its values' sum (zeros, or NaN for a NaN or Inf value) enters the
+/// merge at weight 0 as 0 x v, as it does in one pass over all the keys, where 0 / 0 would
+/// make the merged row NaN whatever the other chunks hold.
+template <class A>
+ATTN_HOST_DEVICE constexpr A part_scale(const softmax_end<A>& end, A sum) {
+  return sum == A(0) ? A(0) : end.scale;
+}
+
 /// The end of a row whose scores are in natural units (see softmax_end).
 template <class A>
 ATTN_HOST_DEVICE inline softmax_end<A> finish_softmax(bool sees_a_key, A max, A sum) {

@@ -91,10 +91,7 @@ __global__ void __launch_bounds__(32 * f32_warps, 1)
                       (keys.end < chunk.end ? keys.end : chunk.end);
     const float sum = warp_sum(st.l[r]);
     const softmax_end<float> end = finish_softmax_log2(sees, st.m[r], sum);
-    // A row that sees keys whose scores are all -inf: 0 times the values' sum (zeros, or NaN
-    // for a NaN or Inf value it sees), with lse -inf; weighted by 0, the merge adds what one
-    // pass over all the keys would (0 x v), where 0 / 0 would make the merged row NaN.
-    const float scale = sum == 0.0f ? 0.0f : end.scale;
+    const float scale = part_scale(end, sum);  // (a part: decode_merge_kernel merges it)
     const index_t H = index_t(gridDim.y) * group;
     const index_t at = ((c * index_t(gridDim.z) + b) * H + h) * f.Tq + i;
     ATTN_CUDA_UNROLL

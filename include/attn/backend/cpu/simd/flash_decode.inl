@@ -299,11 +299,8 @@ ATTN_SIMD_NOINLINE inline float decode_row_scores(const float* qr, const float* 
 }
 
 /// Writes for row r: o_out[r * o_rs + d] (d < Dv) = the chunk's normalised output, lse_out[r]
-/// its log-sum-exp (-inf and zeros when the row sees none of the chunk's keys). A `part` (a
-/// chunk that the caller merges with others) whose row sees keys whose scores are all -inf
-/// writes 0 times the values' sum (zeros, or NaN where a value it sees is NaN or Inf), with lse
-/// -inf: weighted by 0 in the merge, it adds what one pass over all the keys would have added
-/// (0 x v), where 0 / 0 would make the merged row NaN whatever the other chunks hold.
+/// its log-sum-exp (-inf and zeros when the row sees none of the chunk's keys); a `part` (a
+/// chunk that the caller merges with others) is scaled by part_scale.
 /// The last block's fetches reach into the keys [chunk.end, fetch_end) (the next chunk that
 /// the caller's work item goes on with; fetch_end = chunk.end where there is none).
 ///
@@ -575,7 +572,7 @@ ATTN_SIMD_NOINLINE inline void flash_decode_item(const decode_rows& rq, const fl
   for (index_t r = 0; r < R; ++r) {
     const softmax_end<float> end = finish_softmax_log2(ke[r] > kb[r], m[r], l[r]);
     lse_out[r] = end.lse;
-    const reg scale = vec::set1(part && l[r] == 0.0f ? 0.0f : end.scale);
+    const reg scale = vec::set1(part ? part_scale(end, l[r]) : end.scale);
     for (index_t d = 0; d < Dv; d += lanes)
       vec::store_n(o_out + r * o_rs + d, vec::mul(vec::load(acc + r * Dvp + d), scale),
                    int(std::min<index_t>(lanes, Dv - d)));
