@@ -92,8 +92,8 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
 /// are broadcast to every block, and quad_sums turns four keys' partial sums into their scores,
 /// stored as `per` columns of S^T from s on. Other columns are left as they are. KEYS keys at a
 /// time (a multiple of 4), from one pointer at a key stride KS > 0; `step` at every four d.
-/// Meanwhile the key rows 2 KEYS further on are brought into L1, a few lines every four d
-/// (those below row `near` of k only; near 0: none). Each group of keys reads its rows a
+/// With AVX-512, the key rows 2 KEYS further on are brought into L1 meanwhile, a few lines every
+/// four d (those below row `near` of k only; near 0: none). Each group of keys reads its rows a
 /// quarter line at a time, all KEYS rows side by side, which the hardware prefetchers do not
 /// follow: the misses to L2 stalled the arithmetic, and with K and V streamed from memory a
 /// 12-row step read them at 78-79 % of the streaming roof against 85-87 % with these fetches
