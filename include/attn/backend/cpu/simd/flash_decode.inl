@@ -96,7 +96,7 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
 /// took issue slots from its 12 FMAs with AVX2: a 12-row step from memory read K and V at
 /// 66.7-67.8 % of the streaming roof, 68.3-70.0 % now; with AVX-512 86.4-87.9 %, 89.9-91.6 %).
 /// With AVX-512, the key rows 2 KEYS further on are brought into L1 meanwhile, a few lines every
-/// four d (those below row `near` of k only; near 0: none). Each group of keys reads its rows a
+/// four d (rows below `fetch_rows` from k only; 0: none). Each group of keys reads its rows a
 /// quarter line at a time, all KEYS rows side by side, which the hardware prefetchers do not
 /// follow: the misses to L2 stalled the arithmetic, and with K and V streamed from memory a
 /// 12-row step read them at 78-79 % of the streaming roof against 85-87 % with these fetches
@@ -104,7 +104,7 @@ ATTN_SIMD_NOINLINE void decode_scores(const float* k, index_t ks, const float* q
 /// ahead, where the rows may still be on their way from memory: 81-83 %).
 template <class V, int C, int KEYS, index_t KS = 0, class Step>
 ATTN_SIMD_NOINLINE void decode_quad_scores(const float* q4, index_t qs, const float* k, index_t ks,
-                                           index_t near, float* s, index_t Rp, index_t D,
+                                           index_t fetch_rows, float* s, index_t Rp, index_t D,
                                            Step&& step) {
   if constexpr (KS > 0) ks = KS;
   if constexpr (V::lanes == 16) qs = C * V::lanes;  // (one pass: the stride known to the compiler)
@@ -119,7 +119,7 @@ ATTN_SIMD_NOINLINE void decode_quad_scores(const float* q4, index_t qs, const fl
   for (index_t j = 0; j < decode_block; j += KEYS) {
     // The next line fetched: line `col` of row `row` (rows [j + 2 KEYS, j + 3 KEYS) in turn).
     index_t row = j + 2 * KEYS, col = 0;
-    const index_t rows_end = std::min<index_t>(row + KEYS, near);
+    const index_t rows_end = std::min<index_t>(row + KEYS, fetch_rows);
     const float* line = k + row * ks;
     reg acc[C][KEYS];
     ATTN_SIMD_UNROLL
@@ -168,21 +168,21 @@ ATTN_SIMD_INLINE index_t quad_steps(index_t vectors, index_t D) {
 
 /// decode_quad_scores for the `vectors` vectors of packed rows at q4 (per 4 d, `vectors`
 /// vectors) over the block of keys at k: with AVX-512 up to 3 vectors (12 rows) in one pass,
-/// with AVX2 up to 6 (12 rows) in passes of 3; `near` as decode_quad_scores takes it.
+/// with AVX2 up to 6 (12 rows) in passes of 3; `fetch_rows` as decode_quad_scores takes it.
 template <class V = vec, class Step>
 ATTN_SIMD_INLINE void quad_block_scores(index_t vectors, const float* q4, const float* k,
-                                        index_t ks, index_t near, float* s, index_t Rp, index_t D,
-                                        Step step) {
+                                        index_t ks, index_t fetch_rows, float* s, index_t Rp,
+                                        index_t D, Step step) {
   const index_t qs = vectors * V::lanes;
   for (index_t c0 = 0; c0 < vectors; c0 += quad_pass) {  // (2 or 3 vectors a pass)
     const float* q = q4 + c0 * V::lanes;
     float* sc = s + c0 * (V::lanes / 4);
     if (vectors - c0 >= 3)
-      ks == 64 ? decode_quad_scores<V, 3, quad_keys, 64>(q, qs, k, ks, near, sc, Rp, D, step)
-               : decode_quad_scores<V, 3, quad_keys>(q, qs, k, ks, near, sc, Rp, D, step);
+      ks == 64 ? decode_quad_scores<V, 3, quad_keys, 64>(q, qs, k, ks, fetch_rows, sc, Rp, D, step)
+               : decode_quad_scores<V, 3, quad_keys>(q, qs, k, ks, fetch_rows, sc, Rp, D, step);
     else
-      ks == 64 ? decode_quad_scores<V, 2, quad_keys, 64>(q, qs, k, ks, near, sc, Rp, D, step)
-               : decode_quad_scores<V, 2, quad_keys>(q, qs, k, ks, near, sc, Rp, D, step);
+      ks == 64 ? decode_quad_scores<V, 2, quad_keys, 64>(q, qs, k, ks, fetch_rows, sc, Rp, D, step)
+               : decode_quad_scores<V, 2, quad_keys>(q, qs, k, ks, fetch_rows, sc, Rp, D, step);
   }
 }
 
